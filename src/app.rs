@@ -1,0 +1,149 @@
+//! The application: HTTP edge, turn workers and outbox sender, built from a config and a
+//! store, run until a shutdown future resolves.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::http::{self, AppState};
+use crate::jobs::{TurnTiming, Worker, WorkerPool};
+use crate::metrics::Metrics;
+use crate::outbox::OutboxSender;
+use crate::store::{Store, TenantStore};
+use crate::turn::{AcknowledgeTurn, Replier, TurnHandler};
+use crate::whatsapp::GraphClient;
+
+pub struct App {
+    listener: TcpListener,
+    router: axum::Router,
+    worker: Worker,
+    sender: OutboxSender,
+    wake_workers: Arc<Notify>,
+    config: Config,
+    pub store: Store,
+    pub metrics: Metrics,
+}
+
+/// The parts a turn handler is built from.
+pub struct HandlerContext {
+    pub store: Store,
+    pub replier: Replier,
+    pub config: Config,
+}
+
+impl App {
+    /// Builds with the placeholder acknowledgement handler.
+    pub async fn build(config: Config, store: Store) -> anyhow::Result<Self> {
+        Self::build_with(config, store, |ctx| Arc::new(AcknowledgeTurn { replier: ctx.replier })).await
+    }
+
+    /// Binds the listener (port 0 picks a free one), checks the store and wires the parts.
+    pub async fn build_with(
+        config: Config,
+        store: Store,
+        handler: impl FnOnce(HandlerContext) -> Arc<dyn TurnHandler>,
+    ) -> anyhow::Result<Self> {
+        if !store.is_ready().await.context("failed to reach the database")? {
+            anyhow::bail!("the database has pending migrations; run `balcao migrate`");
+        }
+        if config.whatsapp.local_mode && store.any_tenant_has_token().await? {
+            anyhow::bail!(
+                "a tenant has a WhatsApp access token but WHATSAPP_APP_SECRET is not set; \
+                 set it so webhooks are verified with the real App Secret"
+            );
+        }
+        if config.whatsapp.local_mode {
+            tracing::warn!("local mode: WHATSAPP_APP_SECRET is unset, webhooks are checked with the development secret and nothing is sent");
+        }
+        let metrics = Metrics::new();
+        let wake_workers = Arc::new(Notify::new());
+        let wake_sender = Arc::new(Notify::new());
+        let default_token = config.whatsapp.access_token.clone();
+        let replier = Replier::new(store.clone(), default_token.clone(), wake_sender.clone());
+        let handler = handler(HandlerContext { store: store.clone(), replier, config: config.clone() });
+        let worker = Worker::new(
+            format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
+            store.clone(),
+            handler,
+            config.queue.clone(),
+            metrics.clone(),
+        );
+        let client = GraphClient::new(&config.whatsapp.api_url, config.outbox.http_timeout)
+            .context("failed to build the HTTP client")?;
+        let sender = OutboxSender::new(
+            store.clone(),
+            client,
+            default_token,
+            config.outbox.clone(),
+            &config.queue,
+            metrics.clone(),
+            wake_sender,
+        );
+        let state = AppState {
+            store: store.clone(),
+            metrics: metrics.clone(),
+            app_secret: config.whatsapp.app_secret.clone(),
+            verify_token: config.whatsapp.verify_token.clone(),
+            timing: Arc::new(TurnTiming::from_config(&config.queue)),
+            wake_workers: wake_workers.clone(),
+        };
+        let listener = TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
+        Ok(Self { listener, router: http::router(state), worker, sender, wake_workers, config, store, metrics })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The worker the pool clones; tests drive it step by step.
+    pub fn worker(&self) -> &Worker {
+        &self.worker
+    }
+
+    pub fn sender(&self) -> &OutboxSender {
+        &self.sender
+    }
+
+    /// Serves and works until `shutdown` resolves; then stops accepting, lets in-flight turns
+    /// finish up to the configured grace, and returns.
+    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        self.serve(shutdown, true).await
+    }
+
+    /// Serves HTTP only; turns and sends are left to whoever calls `worker()` and `sender()`.
+    pub async fn run_http_only(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        self.serve(shutdown, false).await
+    }
+
+    async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static, with_workers: bool) -> anyhow::Result<()> {
+        let stop = CancellationToken::new();
+        let pool = with_workers.then(|| {
+            let mut pool = WorkerPool::start(&self.worker, self.wake_workers.clone(), stop.clone());
+            pool.spawn(self.sender.clone().run(self.config.queue.poll_interval, stop.clone()));
+            pool
+        });
+        tracing::info!(addr = %self.listener.local_addr()?, backend = self.store.backend(), "balcão is listening");
+        let http_stop = stop.clone();
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move {
+                tokio::select! {
+                    () = shutdown => {}
+                    () = http_stop.cancelled() => {}
+                }
+            })
+            .await
+            .context("HTTP server failed")?;
+        tracing::info!("shutting down: finishing in-flight turns");
+        if let Some(pool) = pool {
+            pool.stop(self.config.shutdown_grace).await;
+        }
+        self.store.close().await;
+        Ok(())
+    }
+}

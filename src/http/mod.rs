@@ -1,0 +1,56 @@
+//! The axum edge: health, metrics and the WhatsApp webhook. Handlers verify, persist and
+//! answer; slow work happens in jobs.
+
+mod error;
+mod health;
+mod whatsapp_webhook;
+
+pub use error::ApiError;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use tokio::sync::Notify;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::config::Secret;
+use crate::jobs::TurnTiming;
+use crate::metrics::Metrics;
+use crate::store::Store;
+
+/// Meta sends webhook payloads of up to 3 MB (axum's default limit is 2 MB).
+pub const WEBHOOK_BODY_LIMIT: usize = 3 * 1024 * 1024;
+/// Keeps shutdown bounded: no request outlives this.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Cheap clonable handles shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub metrics: Metrics,
+    pub app_secret: Secret,
+    pub verify_token: Option<Secret>,
+    pub timing: Arc<TurnTiming>,
+    /// Wakes idle workers after a message is stored.
+    pub wake_workers: Arc<Notify>,
+}
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .route(
+            "/webhooks/whatsapp",
+            get(whatsapp_webhook::verify_subscription)
+                .post(whatsapp_webhook::receive)
+                .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT)),
+        )
+        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, REQUEST_TIMEOUT))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,63 @@
+//! `GET|POST /webhooks/whatsapp`.
+//!
+//! POST order: signature over the raw bytes → JSON → every element stored (one transaction
+//! per message, the job enqueued inside it) → 200. A duplicate is 200 and changes nothing. An
+//! unknown number is 200 (retrying cannot help and would storm). A database failure is 500,
+//! so Meta redelivers the batch; what was stored is deduplicated then.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use subtle::ConstantTimeEq;
+
+use super::{ApiError, AppState};
+use crate::inbound::ingest;
+use crate::whatsapp::signature;
+
+/// Meta's subscription handshake: echo `hub.challenge` as the raw string.
+pub async fn verify_subscription(
+    State(state): State<AppState>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Some(expected) = state.verify_token.as_ref() else {
+        tracing::warn!("webhook verification attempted but WHATSAPP_VERIFY_TOKEN is not set");
+        return Err(ApiError::Forbidden);
+    };
+    let mode_ok = params.get("hub.mode").is_some_and(|m| m == "subscribe");
+    let token_ok = params
+        .get("hub.verify_token")
+        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(expected.expose().as_bytes())));
+    match (mode_ok && token_ok, params.get("hub.challenge")) {
+        (true, Some(challenge)) => {
+            Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], challenge.clone()))
+        }
+        _ => Err(ApiError::Forbidden),
+    }
+}
+
+pub async fn receive(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<StatusCode, ApiError> {
+    let header = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok());
+    if let Err(e) = signature::verify(state.app_secret.expose().as_bytes(), &body, header) {
+        state.metrics.webhook_signature_rejected.inc();
+        tracing::warn!(reason = %e, "rejected a webhook POST");
+        return Err(ApiError::Unauthorized);
+    }
+    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+        state.metrics.webhook_parse_errors.inc();
+        ApiError::BadRequest(format!("body is not JSON: {e}"))
+    })?;
+    let report = ingest(&state.store, &state.metrics, &state.timing, &value).await;
+    if report.stored > 0 {
+        state.wake_workers.notify_one();
+    }
+    if report.storage_failures > 0 {
+        return Err(ApiError::Internal(anyhow::anyhow!(
+            "{} webhook elements could not be stored; asking for redelivery",
+            report.storage_failures
+        )));
+    }
+    Ok(StatusCode::OK)
+}

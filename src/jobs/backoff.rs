@@ -1,0 +1,40 @@
+//! Exponential backoff with jitter, so retries of many failed turns do not arrive together.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub base: Duration,
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// The delay before attempt `attempt + 1`: `base * 2^(attempt-1)` capped at `max`, then
+    /// drawn uniformly from its upper half ("equal jitter": never zero, never above the cap).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(30);
+        let full = self.base.saturating_mul(1u32 << exp).min(self.max);
+        let half = full / 2;
+        let jitter_ms = half.as_millis() as u64;
+        let extra = if jitter_ms == 0 { 0 } else { rand::random_range(0..=jitter_ms) };
+        half + Duration::from_millis(extra)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grows_and_caps() {
+        let b = Backoff { base: Duration::from_secs(1), max: Duration::from_secs(300) };
+        for _ in 0..100 {
+            let d1 = b.delay(1);
+            assert!(d1 >= Duration::from_millis(500) && d1 <= Duration::from_secs(1));
+            let d4 = b.delay(4);
+            assert!(d4 >= Duration::from_secs(4) && d4 <= Duration::from_secs(8));
+            let d40 = b.delay(40);
+            assert!(d40 >= Duration::from_secs(150) && d40 <= Duration::from_secs(300));
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The worker: claim a turn, run its handler while renewing the lease, settle the job.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::{Backoff, ClaimedJob, FailOutcome, JobState, to_delta};
+use crate::config::QueueConfig;
+use crate::domain::JobId;
+use crate::metrics::Metrics;
+use crate::store::{InboundStore, JobStore, Store, TenantStore};
+use crate::turn::{Turn, TurnHandler};
+
+/// How often a pool runs maintenance (reap expired leases, prune finished jobs) at most.
+const MAINTENANCE_MAX_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Wall time shifted to start at a chosen instant, so tests can run a step "later" without
+/// sleeping while leases still age as they really do.
+#[derive(Clone, Copy)]
+struct Clock {
+    origin: DateTime<Utc>,
+    started: Instant,
+}
+
+impl Clock {
+    fn starting_at(origin: DateTime<Utc>) -> Self {
+        Self { origin, started: Instant::now() }
+    }
+    fn now(&self) -> DateTime<Utc> {
+        self.origin + to_delta(self.started.elapsed())
+    }
+}
+
+/// What one `run_next` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    Empty,
+    Completed(JobId),
+    WillRetry(JobId),
+    Dead(JobId),
+    /// The lease was lost while running (expired and reaped, or taken over): nothing recorded.
+    LeaseLost(JobId),
+}
+
+#[derive(Clone)]
+pub struct Worker {
+    id: String,
+    store: Store,
+    handler: Arc<dyn TurnHandler>,
+    config: QueueConfig,
+    metrics: Metrics,
+}
+
+enum Ran {
+    Finished(anyhow::Result<()>),
+    LeaseLost,
+}
+
+impl Worker {
+    pub fn new(id: String, store: Store, handler: Arc<dyn TurnHandler>, config: QueueConfig, metrics: Metrics) -> Self {
+        Self { id, store, handler, config, metrics }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Claims one due turn and runs it to an outcome. Tests call this directly.
+    pub async fn run_next(&self) -> anyhow::Result<RunOutcome> {
+        self.run_next_at(Utc::now()).await
+    }
+
+    /// `run_next` as if the clock read `now` (time moves on from there as it really does).
+    pub async fn run_next_at(&self, now: DateTime<Utc>) -> anyhow::Result<RunOutcome> {
+        let clock = Clock::starting_at(now);
+        let Some(job) = self
+            .store
+            .claim_next(&self.id, now, now + to_delta(self.config.lease))
+            .await
+            .context("failed to claim a job")?
+        else {
+            return Ok(RunOutcome::Empty);
+        };
+        self.metrics.jobs_claimed.inc();
+        let span = tracing::info_span!(
+            "turn",
+            job = %job.id, tenant = %job.tenant, conversation = %job.conversation, attempt = job.attempt
+        );
+        self.run_claimed(job, clock).instrument(span).await
+    }
+
+    async fn run_claimed(&self, job: ClaimedJob, clock: Clock) -> anyhow::Result<RunOutcome> {
+        let ran = tokio::select! {
+            result = self.handle(&job) => Ran::Finished(result),
+            () = self.keep_lease(&job, clock) => Ran::LeaseLost,
+        };
+        let now = clock.now();
+        match ran {
+            Ran::LeaseLost => {}
+            Ran::Finished(Ok(())) => {
+                if self.store.complete(&job.lease, now).await? {
+                    self.metrics.jobs_completed.inc();
+                    tracing::info!("turn completed");
+                    return Ok(RunOutcome::Completed(job.id));
+                }
+            }
+            Ran::Finished(Err(error)) => {
+                let error = format!("{error:#}");
+                let backoff = Backoff { base: self.config.backoff_base, max: self.config.backoff_max };
+                let retry_at = now + to_delta(backoff.delay(job.attempt as u32));
+                match self.store.fail(&job.lease, &error, false, retry_at, now).await? {
+                    Some(FailOutcome::WillRetry) => {
+                        self.metrics.jobs_retried.inc();
+                        tracing::warn!(%error, %retry_at, "turn failed, will retry");
+                        return Ok(RunOutcome::WillRetry(job.id));
+                    }
+                    Some(FailOutcome::Dead) => {
+                        self.metrics.jobs_dead.inc();
+                        tracing::error!(%error, "turn failed for the last time");
+                        return Ok(RunOutcome::Dead(job.id));
+                    }
+                    None => {}
+                }
+            }
+        }
+        self.metrics.jobs_lease_lost.inc();
+        tracing::warn!("lease lost; another worker owns this turn now");
+        Ok(RunOutcome::LeaseLost(job.id))
+    }
+
+    async fn handle(&self, job: &ClaimedJob) -> anyhow::Result<()> {
+        let tenant = self.store.tenant(job.tenant).await?.context("the turn's tenant no longer exists")?;
+        let contact = self.store.conversation_contact(job.tenant, job.conversation).await?;
+        let messages = self.store.turn_messages(job.tenant, job.id).await?;
+        if messages.is_empty() {
+            return Ok(()); // nothing new to answer (its messages were taken by an earlier turn)
+        }
+        let turn = Turn {
+            id: job.id,
+            attempt: job.attempt,
+            tenant,
+            conversation: job.conversation,
+            contact,
+            messages,
+            trigger_message_id: job.trigger_message_id.clone(),
+        };
+        self.handler.handle(&turn).await
+    }
+
+    /// Renews the lease every third of its length; returns only when it was lost.
+    async fn keep_lease(&self, job: &ClaimedJob, clock: Clock) {
+        let every = self.config.lease / 3;
+        loop {
+            tokio::time::sleep(every).await;
+            let now = clock.now();
+            match self.store.heartbeat(&job.lease, now, now + to_delta(self.config.lease)).await {
+                Ok(true) => {}
+                Ok(false) => return,
+                // A failed renewal is not a lost lease yet; the next beat may succeed.
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+            }
+        }
+    }
+
+    /// Reaps expired leases and prunes old finished jobs.
+    pub async fn maintain(&self) -> anyhow::Result<()> {
+        self.maintain_at(Utc::now()).await
+    }
+
+    pub async fn maintain_at(&self, now: DateTime<Utc>) -> anyhow::Result<()> {
+        for (job, state) in self.store.reap_expired(now).await? {
+            match state {
+                JobState::Dead => { self.metrics.jobs_dead.inc(); }
+                _ => { self.metrics.jobs_retried.inc(); }
+            }
+            tracing::warn!(%job, ?state, "reclaimed a turn whose worker stopped renewing its lease");
+        }
+        let pruned = self.store.prune_finished(now - to_delta(self.config.retention)).await?;
+        if pruned > 0 {
+            tracing::info!(pruned, "pruned finished jobs");
+        }
+        Ok(())
+    }
+
+    async fn run(self, wake: Arc<Notify>, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            match self.run_next().await {
+                Ok(RunOutcome::Empty) => {}
+                Ok(_) => continue,
+                Err(e) => tracing::error!(error = format!("{e:#}"), "worker step failed"),
+            }
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(self.config.poll_interval) => {}
+                () = shutdown.cancelled() => {}
+            }
+        }
+    }
+}
+
+/// N workers and a maintenance task, stopped together.
+pub struct WorkerPool {
+    tasks: JoinSet<()>,
+    shutdown: CancellationToken,
+}
+
+impl WorkerPool {
+    pub fn start(template: &Worker, wake: Arc<Notify>, shutdown: CancellationToken) -> Self {
+        let mut tasks = JoinSet::new();
+        for i in 0..template.config.workers {
+            let mut worker = template.clone();
+            worker.id = format!("{}-{i}", template.id);
+            tasks.spawn(worker.run(wake.clone(), shutdown.clone()));
+        }
+        let maintainer = template.clone();
+        let stop = shutdown.clone();
+        tasks.spawn(async move {
+            let every = (maintainer.config.lease / 2).min(MAINTENANCE_MAX_INTERVAL);
+            while !stop.is_cancelled() {
+                if let Err(e) = maintainer.maintain().await {
+                    tracing::error!(error = format!("{e:#}"), "queue maintenance failed");
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+        });
+        Self { tasks, shutdown }
+    }
+
+    /// Adds a task that stops with the pool (the outbox sender).
+    pub fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(task);
+    }
+
+    /// Stops claiming and waits for in-flight turns up to `deadline`; turns still running
+    /// then are aborted and retried by another worker once their lease expires.
+    pub async fn stop(mut self, deadline: Duration) {
+        self.shutdown.cancel();
+        let drained = tokio::time::timeout(deadline, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("shutdown deadline reached; aborting in-flight turns");
+            self.tasks.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The outbox: every reply is a row with a unique idempotency key, written before anything is
+//! sent.
+//!
+//! Invariants:
+//! - the key is derived from what produced the reply (a turn and a sequence number), so a
+//!   retried turn that writes the same reply again inserts nothing;
+//! - a row is claimed by one sender at a time (`sending`, fenced by its attempt number), and
+//!   messages of one conversation go out in order;
+//! - the key travels to Meta as `biz_opaque_callback_data`. A send whose response was lost is
+//!   `unknown`: a status webhook carrying the key resolves it, and it is sent again only when no
+//!   such webhook arrived within the grace period;
+//! - status webhooks move a row forward only (sent < delivered < read; failed is terminal);
+//! - without an access token, rows are written `local` and never sent (the simulator shows them).
+
+mod sender;
+
+pub use sender::{OutboxSender, SendOutcome};
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use crate::domain::{ConversationId, JobId, OutboundId, TenantId};
+use crate::whatsapp::{OutboundMessage, Recipient};
+
+/// Meta echoes at most 512 characters of `biz_opaque_callback_data`.
+const KEY_MAX: usize = 512;
+
+/// The outbox idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OutboxKey(String);
+
+impl OutboxKey {
+    /// The `seq`-th reply of a turn.
+    pub fn for_turn(turn: JobId, seq: u32) -> Self {
+        Self(format!("turn:{turn}:{seq}"))
+    }
+
+    /// A key chosen by another feature (`<namespace>:<id>…`).
+    pub fn parse(raw: &str) -> Option<Self> {
+        (raw.contains(':') && !raw.trim().is_empty() && raw.len() <= KEY_MAX).then(|| Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A reply to put in the outbox.
+#[derive(Debug, Clone)]
+pub struct NewOutbound {
+    pub tenant: TenantId,
+    pub conversation: ConversationId,
+    pub key: OutboxKey,
+    pub recipient: Recipient,
+    pub message: OutboundMessage,
+    /// Stay local (no access token): never sent.
+    pub local: bool,
+}
+
+/// A row a sender holds.
+#[derive(Debug, Clone)]
+pub struct ClaimedOutbound {
+    pub id: OutboundId,
+    pub tenant: TenantId,
+    pub key: String,
+    pub recipient: Recipient,
+    pub message: Json<OutboundMessage>,
+    pub attempt: i64,
+}
+
+/// An outbox row as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct OutboundRecord {
+    pub id: i64,
+    pub conversation_id: i64,
+    pub idempotency_key: String,
+    pub status: String,
+    pub message: Json<OutboundMessage>,
+    pub provider_message_id: Option<String>,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+}

@@ -1,0 +1,181 @@
+//! Inbound messages, contacts and conversations.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Dialect, Store, StoreError, StoreResult, on_pool};
+use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
+use crate::inbound::{ConversationContact, InboundMessage, NewInbound};
+use crate::jobs::TurnTiming;
+
+/// What storing an inbound message did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    New { conversation: ConversationId, job: JobId },
+    Duplicate,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait InboundStore {
+    /// Stores the message once per provider id and, in the same transaction, creates the
+    /// conversation's pending turn or pushes its start back (never past the debounce cap).
+    async fn record_inbound(
+        &self,
+        tenant: TenantId,
+        message: &NewInbound,
+        timing: &TurnTiming,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Recorded>;
+    /// The messages a turn answers, oldest first.
+    async fn turn_messages(&self, tenant: TenantId, turn: JobId) -> StoreResult<Vec<InboundMessage>>;
+    async fn conversation_contact(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<ConversationContact>;
+    async fn count_inbound(&self, tenant: TenantId) -> StoreResult<i64>;
+}
+
+impl InboundStore for Store {
+    async fn record_inbound(
+        &self,
+        tenant: TenantId,
+        message: &NewInbound,
+        timing: &TurnTiming,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Recorded> {
+        let contact = &message.contact;
+        let external_key = contact
+            .external_key()
+            .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let contact_id: i64 = sqlx::query_scalar(
+                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
+                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
+                     user_id = COALESCE(excluded.user_id, contacts.user_id),
+                     username = COALESCE(excluded.username, contacts.username),
+                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
+                     updated_at = excluded.updated_at
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(&external_key)
+            .bind(contact.wa_id.as_ref().map(PhoneE164::digits))
+            .bind(contact.user_id.as_deref())
+            .bind(contact.username.as_deref())
+            .bind(contact.profile_name.as_deref())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            let conversation_id: i64 = sqlx::query_scalar(
+                "INSERT INTO conversations (tenant_id, contact_id, created_at, last_inbound_at)
+                 VALUES ($1, $2, $3, $3)
+                 ON CONFLICT (tenant_id, contact_id) DO UPDATE SET last_inbound_at = excluded.last_inbound_at
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(contact_id)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            let inserted: Option<i64> = sqlx::query_scalar(
+                "INSERT INTO inbound_messages
+                     (tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at, received_at, raw)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (tenant_id, provider_message_id) DO NOTHING
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(conversation_id)
+            .bind(&message.provider_message_id)
+            .bind(message.content.kind())
+            .bind(message.content.body())
+            .bind(message.content.reply_id())
+            .bind(message.context_id.as_deref())
+            .bind(message.sent_at)
+            .bind(now)
+            .bind(Json(&message.raw))
+            .fetch_optional(&mut *tx)
+            .await?;
+            if inserted.is_none() {
+                // A duplicate changes nothing, not even the contact's timestamps.
+                tx.rollback().await?;
+                return Ok(Recorded::Duplicate);
+            }
+            let job: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, attempts, max_attempts, created_at, updated_at)
+                 VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)
+                 ON CONFLICT (tenant_id, conversation_id) WHERE state = 'available' DO UPDATE SET
+                     run_at = CASE WHEN excluded.run_at < jobs.debounce_deadline
+                                   THEN excluded.run_at ELSE jobs.debounce_deadline END,
+                     updated_at = excluded.updated_at
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(conversation_id)
+            .bind(now + timing.debounce)
+            .bind(now + timing.debounce_max)
+            .bind(i64::from(timing.max_attempts))
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(Recorded::New { conversation: ConversationId(conversation_id), job: JobId(job) })
+        })
+    }
+
+    async fn turn_messages(&self, tenant: TenantId, turn: JobId) -> StoreResult<Vec<InboundMessage>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, provider_message_id, kind, body, reply_id, context_id, received_at
+                 FROM inbound_messages WHERE tenant_id = $1 AND turn_id = $2 ORDER BY id",
+            )
+            .bind(tenant.0)
+            .bind(turn.0)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn conversation_contact(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<ConversationContact> {
+        let row: Option<(i64, Option<String>, Option<String>, Option<String>)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT c.id, c.wa_id, c.user_id, c.profile_name
+                 FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = v.tenant_id
+                 WHERE v.tenant_id = $1 AND v.id = $2",
+            )
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .fetch_optional(pool)
+            .await
+        })?;
+        let (contact_id, wa_id, user_id, profile_name) =
+            row.ok_or_else(|| StoreError::NotFound(format!("conversation {conversation}")))?;
+        let wa_id = wa_id
+            .map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?;
+        Ok(ConversationContact {
+            conversation_id: conversation,
+            contact_id: ContactId(contact_id),
+            wa_id,
+            user_id,
+            profile_name,
+        })
+    }
+
+    async fn count_inbound(&self, tenant: TenantId) -> StoreResult<i64> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM inbound_messages WHERE tenant_id = $1")
+                .bind(tenant.0)
+                .fetch_one(pool)
+                .await
+        })?)
+    }
+}

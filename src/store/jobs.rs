@@ -1,0 +1,251 @@
+//! The turn queue's statements. See `crate::jobs` for the invariants they uphold.
+
+use chrono::{DateTime, Utc};
+
+use super::{Dialect, Store, StoreResult, on_pool};
+use crate::domain::{ConversationId, JobId, TenantId};
+use crate::jobs::{ClaimedJob, FailOutcome, JobSnapshot, JobState, Lease};
+
+#[allow(async_fn_in_trait)]
+pub trait JobStore {
+    /// Claims the next due job whose conversation has nothing running and nothing older
+    /// pending. On the first claim it fixes the turn's messages and trigger.
+    async fn claim_next(
+        &self,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<ClaimedJob>>;
+    /// Extends the lease; false when it was lost.
+    async fn heartbeat(&self, lease: &Lease, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<bool>;
+    /// Marks the job done; false when the lease was lost (nothing changes then).
+    async fn complete(&self, lease: &Lease, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// Schedules a retry at `retry_at`, or buries the job when attempts are exhausted or the
+    /// failure is permanent; `None` when the lease was lost.
+    async fn fail(
+        &self,
+        lease: &Lease,
+        error: &str,
+        permanent: bool,
+        retry_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<FailOutcome>>;
+    /// Returns expired running jobs to `retryable` (or `dead` without attempts left).
+    async fn reap_expired(&self, now: DateTime<Utc>) -> StoreResult<Vec<(JobId, JobState)>>;
+    /// Deletes completed and dead jobs finished before `before`.
+    async fn prune_finished(&self, before: DateTime<Utc>) -> StoreResult<u64>;
+    async fn job(&self, tenant: TenantId, id: JobId) -> StoreResult<Option<JobSnapshot>>;
+    async fn jobs_of_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Vec<JobSnapshot>>;
+}
+
+macro_rules! claim_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
+                 updated_at = $3
+             WHERE id = (
+                 SELECT j.id FROM jobs j
+                 WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
+                   AND NOT EXISTS (
+                       SELECT 1 FROM jobs r
+                       WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
+                         AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
+                 ORDER BY j.run_at, j.id
+                 LIMIT 1 ",
+            $lock,
+            ")
+             RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id"
+        )
+    };
+}
+
+impl JobStore for Store {
+    async fn claim_next(
+        &self,
+        worker: &str,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<ClaimedJob>> {
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let sql = pool.pick(claim_sql!(""), claim_sql!("FOR UPDATE SKIP LOCKED"));
+            let row: Option<(i64, i64, i64, i64, i64, Option<String>)> = sqlx::query_as(sql)
+                .bind(worker)
+                .bind(lease_until)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some((id, tenant, conversation, attempt, max_attempts, mut trigger)) = row else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            if attempt == 1 {
+                // First claim: the turn takes every message of the conversation not yet
+                // answered; retries keep exactly this set.
+                sqlx::query(
+                    "UPDATE inbound_messages SET turn_id = $1
+                     WHERE tenant_id = $2 AND conversation_id = $3 AND turn_id IS NULL",
+                )
+                .bind(id)
+                .bind(tenant)
+                .bind(conversation)
+                .execute(&mut *tx)
+                .await?;
+                trigger = sqlx::query_scalar(
+                    "UPDATE jobs SET trigger_message_id = (
+                         SELECT provider_message_id FROM inbound_messages
+                         WHERE tenant_id = $2 AND turn_id = $1 ORDER BY id DESC LIMIT 1)
+                     WHERE id = $1 AND tenant_id = $2
+                     RETURNING trigger_message_id",
+                )
+                .bind(id)
+                .bind(tenant)
+                .fetch_one(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(Some(ClaimedJob {
+                id: JobId(id),
+                tenant: TenantId(tenant),
+                conversation: ConversationId(conversation),
+                attempt,
+                max_attempts,
+                trigger_message_id: trigger,
+                lease: Lease { job: JobId(id), worker: worker.to_owned(), attempt },
+                locked_until: lease_until,
+            }))
+        })
+    }
+
+    async fn heartbeat(&self, lease: &Lease, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<bool> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE jobs SET locked_until = $1, updated_at = $2
+                 WHERE id = $3 AND state = 'running' AND locked_by = $4 AND attempts = $5 AND locked_until > $2",
+            )
+            .bind(until)
+            .bind(now)
+            .bind(lease.job.0)
+            .bind(&lease.worker)
+            .bind(lease.attempt)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn complete(&self, lease: &Lease, now: DateTime<Utc>) -> StoreResult<bool> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE jobs SET state = 'completed', finished_at = $1, updated_at = $1,
+                     locked_by = NULL, locked_until = NULL
+                 WHERE id = $2 AND state = 'running' AND locked_by = $3 AND attempts = $4 AND locked_until > $1",
+            )
+            .bind(now)
+            .bind(lease.job.0)
+            .bind(&lease.worker)
+            .bind(lease.attempt)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn fail(
+        &self,
+        lease: &Lease,
+        error: &str,
+        permanent: bool,
+        retry_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<FailOutcome>> {
+        let state: Option<String> = on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "UPDATE jobs SET
+                     state = CASE WHEN $1 OR attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,
+                     finished_at = CASE WHEN $1 OR attempts >= max_attempts THEN $2 ELSE NULL END,
+                     run_at = $3, last_error = $4, updated_at = $2, locked_by = NULL, locked_until = NULL
+                 WHERE id = $5 AND state = 'running' AND locked_by = $6 AND attempts = $7 AND locked_until > $2
+                 RETURNING state",
+            )
+            .bind(permanent)
+            .bind(now)
+            .bind(retry_at)
+            .bind(error)
+            .bind(lease.job.0)
+            .bind(&lease.worker)
+            .bind(lease.attempt)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(state.map(|s| if s == "dead" { FailOutcome::Dead } else { FailOutcome::WillRetry }))
+    }
+
+    async fn reap_expired(&self, now: DateTime<Utc>) -> StoreResult<Vec<(JobId, JobState)>> {
+        let rows: Vec<(i64, String)> = on_pool!(self, pool => {
+            sqlx::query_as(
+                "UPDATE jobs SET
+                     state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,
+                     finished_at = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END,
+                     run_at = $1, updated_at = $1, locked_by = NULL, locked_until = NULL,
+                     last_error = 'lease expired: the worker stopped renewing it'
+                 WHERE state = 'running' AND locked_until <= $1
+                 RETURNING id, state",
+            )
+            .bind(now)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, state)| (JobId(id), JobState::parse(&state).unwrap_or(JobState::Retryable)))
+            .collect())
+    }
+
+    async fn prune_finished(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let n = on_pool!(self, pool => {
+            sqlx::query("DELETE FROM jobs WHERE state IN ('completed', 'dead') AND finished_at < $1")
+                .bind(before)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?;
+        Ok(n)
+    }
+
+    async fn job(&self, tenant: TenantId, id: JobId) -> StoreResult<Option<JobSnapshot>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id
+                 FROM jobs WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant.0)
+            .bind(id.0)
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn jobs_of_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Vec<JobSnapshot>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id
+                 FROM jobs WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
+            )
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+}

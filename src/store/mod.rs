@@ -1,0 +1,187 @@
+//! Storage on SQLite (embedded default) and PostgreSQL, behind traits split by aggregate.
+//!
+//! Invariants:
+//! - SQL is written once where the dialects agree (`$N` placeholders, `ON CONFLICT`,
+//!   `RETURNING`, `CASE` instead of `GREATEST`); the few differences are explicit through
+//!   [`Dialect`]: SQLite write transactions start with `BEGIN IMMEDIATE` (a deferred one that
+//!   reads first fails with `SQLITE_BUSY_SNAPSHOT` under concurrency), PostgreSQL claims use
+//!   `FOR UPDATE SKIP LOCKED`.
+//! - Every timestamp is bound from Rust, never SQL-side `now()`: SQLite compares them as text.
+//! - Every query names the tenant it works for.
+//! - Each method is one complete unit of work with its transaction inside.
+
+mod inbound;
+mod jobs;
+mod outbox;
+mod tenants;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{PgPool, SqlitePool, Transaction};
+
+pub use inbound::{InboundStore, Recorded};
+pub use jobs::JobStore;
+pub use outbox::{OutboxStore, RescheduleAs};
+pub use tenants::TenantStore;
+
+use crate::config::DatabaseUrl;
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// SQLite waits this long for the single writer before giving up with `database is locked`.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// A pool that cannot hand out a connection for this long is a failure, not a queue.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("stored data is invalid: {0}")]
+    Corrupt(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Clone, Debug)]
+pub enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Cheap to clone: a handle on a connection pool.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub(crate) pool: Pool,
+}
+
+/// Runs the same body against whichever pool the store holds; the body is type-checked once
+/// per backend, so one SQL text serves both.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            $crate::store::Pool::Sqlite($pool) => $body,
+            $crate::store::Pool::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// The explicit dialect differences, implemented by each pool type.
+pub(crate) trait Dialect {
+    type Db: sqlx::Database;
+    /// Starts a transaction that will write.
+    async fn begin_write(&self) -> sqlx::Result<Transaction<'static, Self::Db>>;
+    /// Chooses between two spellings of one statement.
+    fn pick(&self, sqlite: &'static str, postgres: &'static str) -> &'static str;
+}
+
+impl Dialect for SqlitePool {
+    type Db = sqlx::Sqlite;
+    async fn begin_write(&self) -> sqlx::Result<Transaction<'static, sqlx::Sqlite>> {
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+    fn pick(&self, sqlite: &'static str, _postgres: &'static str) -> &'static str {
+        sqlite
+    }
+}
+
+impl Dialect for PgPool {
+    type Db = sqlx::Postgres;
+    async fn begin_write(&self) -> sqlx::Result<Transaction<'static, sqlx::Postgres>> {
+        self.begin().await
+    }
+    fn pick(&self, _sqlite: &'static str, postgres: &'static str) -> &'static str {
+        postgres
+    }
+}
+
+impl Store {
+    /// Connects without migrating.
+    pub async fn connect(url: &DatabaseUrl, max_connections: u32) -> StoreResult<Self> {
+        if url.is_postgres() {
+            let options = PgConnectOptions::from_str(url.expose())?;
+            Self::connect_postgres(options, max_connections).await
+        } else {
+            let options = SqliteConnectOptions::from_str(url.expose())?;
+            if let Some(dir) = options.get_filename().parent() {
+                if !dir.as_os_str().is_empty() {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        StoreError::Database(sqlx::Error::Configuration(
+                            format!("cannot create database directory {}: {e}", dir.display()).into(),
+                        ))
+                    })?;
+                }
+            }
+            Self::connect_sqlite(options, max_connections).await
+        }
+    }
+
+    pub async fn connect_sqlite(options: SqliteConnectOptions, max_connections: u32) -> StoreResult<Self> {
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(SQLITE_BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool: Pool::Sqlite(pool) })
+    }
+
+    pub async fn connect_postgres(options: PgConnectOptions, max_connections: u32) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool: Pool::Postgres(pool) })
+    }
+
+    pub fn backend(&self) -> &'static str {
+        match self.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
+        }
+    }
+
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match &self.pool {
+            Pool::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
+            Pool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+        }
+        Ok(())
+    }
+
+    /// True when the database answers and every embedded migration has been applied.
+    pub async fn is_ready(&self) -> StoreResult<bool> {
+        let latest = match &self.pool {
+            Pool::Sqlite(_) => SQLITE_MIGRATIONS.iter().map(|m| m.version).max(),
+            Pool::Postgres(_) => POSTGRES_MIGRATIONS.iter().map(|m| m.version).max(),
+        }
+        .unwrap_or(0);
+        let applied: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(pool)
+                .await
+        })?;
+        Ok(applied.unwrap_or(0) >= latest)
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await)
+    }
+}

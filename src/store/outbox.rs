@@ -1,0 +1,235 @@
+//! The outbox's statements. See `crate::outbox` for the invariants they uphold.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+use super::{Dialect, Store, StoreError, StoreResult, on_pool};
+use crate::domain::{ConversationId, OutboundId, PhoneE164, TenantId};
+use crate::outbox::{ClaimedOutbound, NewOutbound, OutboundRecord};
+use crate::whatsapp::webhook::StatusUpdate;
+use crate::whatsapp::{OutboundMessage, Recipient};
+
+#[allow(async_fn_in_trait)]
+pub trait OutboxStore {
+    /// Inserts the reply unless its key exists; `None` means it was already there.
+    async fn enqueue_outbound(&self, new: &NewOutbound, now: DateTime<Utc>) -> StoreResult<Option<OutboundId>>;
+    /// Claims the next due row (pending, or sending/unknown whose grace ran out), oldest first
+    /// within its conversation. The claim itself sets the next attempt to `grace_until`, so a
+    /// sender that dies mid-request leaves a row that waits for a status webhook first.
+    async fn claim_outbound(
+        &self,
+        now: DateTime<Utc>,
+        grace_until: DateTime<Utc>,
+    ) -> StoreResult<Option<ClaimedOutbound>>;
+    /// Records Meta's wamid. Never moves a row backwards if a status webhook came first.
+    async fn mark_sent(&self, tenant: TenantId, id: OutboundId, wamid: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Ends the attempt as `pending` (not sent, retry at `next_at`) or `unknown` (maybe sent).
+    async fn reschedule_outbound(
+        &self,
+        claimed: &ClaimedOutbound,
+        status: RescheduleAs,
+        reason: &str,
+        next_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    async fn mark_outbound_failed(&self, claimed: &ClaimedOutbound, reason: &str, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// Applies a status webhook, matched by wamid or by our key; forward-only.
+    async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool>;
+    async fn outbound_of_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Vec<OutboundRecord>>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RescheduleAs {
+    Pending,
+    Unknown,
+}
+
+macro_rules! claim_outbound_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE outbound_messages SET status = 'sending', attempts = attempts + 1, next_attempt_at = $1,
+                 updated_at = $2
+             WHERE id = (
+                 SELECT o.id FROM outbound_messages o
+                 WHERE o.status IN ('pending', 'sending', 'unknown') AND o.next_attempt_at <= $2
+                   AND NOT EXISTS (
+                       SELECT 1 FROM outbound_messages p
+                       WHERE p.conversation_id = o.conversation_id AND p.id < o.id
+                         AND p.status IN ('pending', 'sending', 'unknown'))
+                 ORDER BY o.next_attempt_at, o.id
+                 LIMIT 1 ",
+            $lock,
+            ")
+             RETURNING id, tenant_id, idempotency_key, to_wa_id, to_user_id, message, attempts"
+        )
+    };
+}
+
+type ClaimRow = (i64, i64, String, Option<String>, Option<String>, Json<OutboundMessage>, i64);
+
+impl OutboxStore for Store {
+    async fn enqueue_outbound(&self, new: &NewOutbound, now: DateTime<Utc>) -> StoreResult<Option<OutboundId>> {
+        let id: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar(
+                "INSERT INTO outbound_messages
+                     (tenant_id, conversation_id, idempotency_key, to_wa_id, to_user_id, message, status,
+                      attempts, next_attempt_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $8)
+                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                 RETURNING id",
+            )
+            .bind(new.tenant.0)
+            .bind(new.conversation.0)
+            .bind(new.key.as_str())
+            .bind(new.recipient.wa_id.as_ref().map(PhoneE164::digits))
+            .bind(new.recipient.user_id.as_deref())
+            .bind(Json(&new.message))
+            .bind(if new.local { "local" } else { "pending" })
+            .bind(now)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(id.map(OutboundId))
+    }
+
+    async fn claim_outbound(
+        &self,
+        now: DateTime<Utc>,
+        grace_until: DateTime<Utc>,
+    ) -> StoreResult<Option<ClaimedOutbound>> {
+        let row: Option<ClaimRow> = on_pool!(self, pool => {
+            // One statement: atomic on both engines.
+            let sql = pool.pick(claim_outbound_sql!(""), claim_outbound_sql!("FOR UPDATE SKIP LOCKED"));
+            sqlx::query_as(sql).bind(grace_until).bind(now).fetch_optional(pool).await
+        })?;
+        let Some((id, tenant, key, wa_id, user_id, message, attempt)) = row else {
+            return Ok(None);
+        };
+        let wa_id = wa_id
+            .map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?;
+        Ok(Some(ClaimedOutbound {
+            id: OutboundId(id),
+            tenant: TenantId(tenant),
+            key,
+            recipient: Recipient { wa_id, user_id },
+            message,
+            attempt,
+        }))
+    }
+
+    async fn mark_sent(&self, tenant: TenantId, id: OutboundId, wamid: &str, now: DateTime<Utc>) -> StoreResult<()> {
+        on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE outbound_messages SET
+                     status = CASE WHEN status IN ('pending', 'sending', 'unknown') THEN 'sent' ELSE status END,
+                     provider_message_id = COALESCE(provider_message_id, $1),
+                     sent_at = COALESCE(sent_at, $2), updated_at = $2, last_error = NULL
+                 WHERE tenant_id = $3 AND id = $4",
+            )
+            .bind(wamid)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id.0)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(())
+    }
+
+    async fn reschedule_outbound(
+        &self,
+        claimed: &ClaimedOutbound,
+        status: RescheduleAs,
+        reason: &str,
+        next_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let status = match status {
+            RescheduleAs::Pending => "pending",
+            RescheduleAs::Unknown => "unknown",
+        };
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE outbound_messages SET status = $1, last_error = $2, next_attempt_at = $3, updated_at = $4
+                 WHERE tenant_id = $5 AND id = $6 AND attempts = $7 AND status = 'sending'",
+            )
+            .bind(status)
+            .bind(reason)
+            .bind(next_at)
+            .bind(now)
+            .bind(claimed.tenant.0)
+            .bind(claimed.id.0)
+            .bind(claimed.attempt)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn mark_outbound_failed(&self, claimed: &ClaimedOutbound, reason: &str, now: DateTime<Utc>) -> StoreResult<bool> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE outbound_messages SET status = 'failed', last_error = $1, updated_at = $2
+                 WHERE tenant_id = $3 AND id = $4 AND attempts = $5 AND status = 'sending'",
+            )
+            .bind(reason)
+            .bind(now)
+            .bind(claimed.tenant.0)
+            .bind(claimed.id.0)
+            .bind(claimed.attempt)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool> {
+        let n = on_pool!(self, pool => {
+            sqlx::query(
+                "UPDATE outbound_messages SET
+                     status = $1, provider_message_id = COALESCE(provider_message_id, $2),
+                     last_error = COALESCE($3, last_error), sent_at = COALESCE(sent_at, $4), updated_at = $4
+                 WHERE tenant_id = $5 AND (provider_message_id = $2 OR idempotency_key = $6)
+                   AND status <> 'local'
+                   AND (CASE status WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3
+                                    WHEN 'failed' THEN 4 ELSE 0 END) < $7",
+            )
+            .bind(update.status.as_str())
+            .bind(&update.provider_message_id)
+            .bind(update.error.as_deref())
+            .bind(now)
+            .bind(tenant.0)
+            .bind(update.callback_key.as_deref())
+            .bind(update.status.rank())
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n > 0)
+    }
+
+    async fn outbound_of_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Vec<OutboundRecord>> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at
+                 FROM outbound_messages WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
+            )
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+}

@@ -1,0 +1,30 @@
+//! Tenants: the businesses served by one server, declared in TOML files and applied with
+//! `balcao tenant apply FILE.toml`.
+
+mod file;
+
+pub use file::{TenantFileError, TenantSpec};
+
+use chrono_tz::Tz;
+
+use crate::config::Secret;
+use crate::domain::TenantId;
+
+#[derive(Debug, Clone)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub slug: String,
+    pub name: String,
+    pub timezone: Tz,
+    pub phone_number_id: String,
+    /// Overrides `WHATSAPP_ACCESS_TOKEN` for this tenant's number.
+    pub access_token: Option<Secret>,
+}
+
+/// What applying a tenant file did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Created(TenantId),
+    Updated(TenantId),
+    Unchanged(TenantId),
+}

@@ -1,0 +1,94 @@
+//! A turn: the conversation's messages a job answers, and the handler that answers them.
+//!
+//! The handler may run more than once for the same turn (a retry after a crash or a lost
+//! lease). Everything it does must be keyed by the turn, as the outbox key is, so a rerun
+//! repeats nothing.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use chrono::Utc;
+use tokio::sync::Notify;
+
+use crate::config::Secret;
+use crate::domain::{ConversationId, JobId};
+use crate::inbound::{ConversationContact, InboundMessage};
+use crate::messages::{self, Acknowledgement};
+use crate::outbox::{NewOutbound, OutboxKey};
+use crate::store::{OutboxStore, Store};
+use crate::tenant::Tenant;
+use crate::whatsapp::{OutboundMessage, Recipient};
+
+/// Everything a handler needs about the turn; identical on every attempt.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub id: JobId,
+    pub attempt: i64,
+    pub tenant: Tenant,
+    pub conversation: ConversationId,
+    pub contact: ConversationContact,
+    pub messages: Vec<InboundMessage>,
+    pub trigger_message_id: Option<String>,
+}
+
+impl Turn {
+    pub fn recipient(&self) -> Recipient {
+        Recipient { wa_id: self.contact.wa_id.clone(), user_id: self.contact.user_id.clone() }
+    }
+}
+
+/// Answers a turn. Errors are retried by the queue with backoff.
+#[async_trait]
+pub trait TurnHandler: Send + Sync {
+    async fn handle(&self, turn: &Turn) -> anyhow::Result<()>;
+}
+
+/// Writes a turn's replies to the outbox under keys derived from the turn.
+#[derive(Clone)]
+pub struct Replier {
+    store: Store,
+    default_token: Option<Secret>,
+    notify: Arc<Notify>,
+}
+
+impl Replier {
+    pub fn new(store: Store, default_token: Option<Secret>, notify: Arc<Notify>) -> Self {
+        Self { store, default_token, notify }
+    }
+
+    /// Queues the `seq`-th reply of the turn; a rerun with the same `seq` inserts nothing.
+    pub async fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) -> anyhow::Result<bool> {
+        let local = turn.tenant.access_token.is_none() && self.default_token.is_none();
+        let new = NewOutbound {
+            tenant: turn.tenant.id,
+            conversation: turn.conversation,
+            key: OutboxKey::for_turn(turn.id, seq),
+            recipient: turn.recipient(),
+            message,
+            local,
+        };
+        let inserted = self.store.enqueue_outbound(&new, Utc::now()).await.context("failed to queue a reply")?;
+        if inserted.is_some() && !local {
+            self.notify.notify_one();
+        }
+        Ok(inserted.is_some())
+    }
+}
+
+/// The pipeline's placeholder: a fixed pt-BR acknowledgement for every turn.
+pub struct AcknowledgeTurn {
+    pub replier: Replier,
+}
+
+#[async_trait]
+impl TurnHandler for AcknowledgeTurn {
+    async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
+        let text = messages::render(&Acknowledgement {
+            business: &turn.tenant.name,
+            customer: turn.contact.profile_name.as_deref(),
+        })?;
+        self.replier.reply(turn, 0, OutboundMessage::text(text)?).await?;
+        Ok(())
+    }
+}
