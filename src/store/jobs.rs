@@ -40,6 +40,7 @@ pub trait JobStore {
         tenant: TenantId,
         conversation: ConversationId,
     ) -> StoreResult<Vec<JobSnapshot>>;
+    async fn count_jobs(&self, tenant: TenantId) -> StoreResult<i64>;
 }
 
 macro_rules! claim_sql {
@@ -246,6 +247,15 @@ impl JobStore for Store {
             .bind(conversation.0)
             .fetch_all(pool)
             .await
+        })?)
+    }
+
+    async fn count_jobs(&self, tenant: TenantId) -> StoreResult<i64> {
+        Ok(on_pool!(self, pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE tenant_id = $1")
+                .bind(tenant.0)
+                .fetch_one(pool)
+                .await
         })?)
     }
 }

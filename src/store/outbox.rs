@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::{Dialect, Store, StoreError, StoreResult, on_pool};
-use crate::domain::{ConversationId, OutboundId, PhoneE164, TenantId};
+use crate::domain::{OutboundId, PhoneE164, TenantId};
 use crate::outbox::{ClaimedOutbound, NewOutbound, OutboundRecord};
 use crate::whatsapp::webhook::StatusUpdate;
 use crate::whatsapp::{OutboundMessage, Recipient};
@@ -35,11 +35,8 @@ pub trait OutboxStore {
     async fn mark_outbound_failed(&self, claimed: &ClaimedOutbound, reason: &str, now: DateTime<Utc>) -> StoreResult<bool>;
     /// Applies a status webhook, matched by wamid or by our key; forward-only.
     async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool>;
-    async fn outbound_of_conversation(
-        &self,
-        tenant: TenantId,
-        conversation: ConversationId,
-    ) -> StoreResult<Vec<OutboundRecord>>;
+    /// The tenant's outbox, oldest first.
+    async fn list_outbound(&self, tenant: TenantId) -> StoreResult<Vec<OutboundRecord>>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,18 +213,13 @@ impl OutboxStore for Store {
         Ok(n > 0)
     }
 
-    async fn outbound_of_conversation(
-        &self,
-        tenant: TenantId,
-        conversation: ConversationId,
-    ) -> StoreResult<Vec<OutboundRecord>> {
+    async fn list_outbound(&self, tenant: TenantId) -> StoreResult<Vec<OutboundRecord>> {
         Ok(on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at
-                 FROM outbound_messages WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
+                 FROM outbound_messages WHERE tenant_id = $1 ORDER BY id",
             )
             .bind(tenant.0)
-            .bind(conversation.0)
             .fetch_all(pool)
             .await
         })?)

@@ -1,0 +1,15 @@
+//! One integration test binary (one link step): storage contract cases run on SQLite and on
+//! PostgreSQL, the HTTP edge against a real server on port 0, and outside APIs against
+//! loopback fakes that speak the documented wire formats.
+
+mod common;
+mod fake_graph;
+
+mod cli;
+mod concurrency;
+mod jobs;
+mod outbox;
+mod payloads;
+mod pipeline;
+mod tenants;
+mod webhook;

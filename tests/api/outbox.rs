@@ -1,0 +1,148 @@
+//! The outbox sender against a loopback Graph API: success, retries, permanent failures, lost
+//! responses resolved by status webhooks, and local mode.
+
+use balcao::outbox::SendOutcome;
+use balcao::store::OutboxStore;
+use chrono::{TimeDelta, Utc};
+
+use crate::common::{ACCESS_TOKEN, TestApp, TestDb, test_config};
+use crate::contract;
+use crate::fake_graph::{FakeGraph, Reply};
+use crate::payloads::{bytes, fixture, status_payload};
+
+/// A tenant, an app on the fake Graph API, and one acknowledged turn waiting in the outbox.
+async fn one_reply_queued(db: &TestDb, extra: &[(&str, &str)]) -> (TestApp, FakeGraph, balcao::tenant::Tenant) {
+    let tenant = db.tenant().await;
+    let graph = FakeGraph::start().await;
+    let app = TestApp::spawn(db, test_config(&graph.url, extra)).await;
+    assert_eq!(app.post_webhook(&bytes(&fixture("text"))).await.status(), 200);
+    assert_eq!(app.drain_turns().await.len(), 1);
+    (app, graph, tenant)
+}
+
+contract!(a_reply_is_sent_with_token_key_and_documented_shape, |db| async move {
+    let (app, graph, tenant) = one_reply_queued(db, &[]).await;
+    let outcomes = app.drain_outbox().await;
+    assert!(matches!(outcomes.as_slice(), [SendOutcome::Sent { wamid }] if wamid == "wamid.FAKE000001"), "{outcomes:?}");
+    let sends = graph.sends();
+    assert_eq!(sends.len(), 1);
+    let send = &sends[0];
+    assert_eq!(send.phone_number_id, crate::common::PHONE_NUMBER_ID);
+    assert_eq!(send.authorization.as_deref(), Some(format!("Bearer {ACCESS_TOKEN}").as_str()));
+    assert_eq!(send.body["messaging_product"], "whatsapp");
+    assert_eq!(send.body["type"], "text");
+    let rows = db.store.list_outbound(tenant.id).await.unwrap();
+    assert_eq!(send.body["biz_opaque_callback_data"], rows[0].idempotency_key.as_str());
+    assert!(rows[0].idempotency_key.starts_with("turn:"));
+    assert_eq!((rows[0].status.as_str(), rows[0].provider_message_id.as_deref()), ("sent", Some("wamid.FAKE000001")));
+    assert_eq!(app.metrics.outbox_sent.get(), 1);
+
+    // Statuses move it forward only.
+    for (status, expect) in [("delivered", "delivered"), ("read", "read"), ("delivered", "read"), ("sent", "read")] {
+        assert_eq!(app.post_webhook(&bytes(&status_payload("wamid.FAKE000001", status, None))).await.status(), 200);
+        assert_eq!(db.store.list_outbound(tenant.id).await.unwrap()[0].status, expect);
+    }
+});
+
+contract!(rate_limits_and_server_errors_are_retried_with_backoff, |db| async move {
+    let (app, graph, tenant) = one_reply_queued(db, &[]).await;
+    graph.script([Reply::Error(429, 130429), Reply::Status(502), Reply::Error(400, 131056)]);
+    let now = Utc::now();
+    assert_eq!(app.sender.send_next_at(now).await.unwrap(), SendOutcome::WillRetry);
+    let row = &db.store.list_outbound(tenant.id).await.unwrap()[0];
+    assert_eq!(row.status, "pending");
+    assert!(row.last_error.as_deref().unwrap().contains("130429"));
+    assert_eq!(app.sender.send_next_at(now).await.unwrap(), SendOutcome::Empty, "backing off");
+    let later = now + TimeDelta::minutes(10);
+    assert_eq!(app.sender.send_next_at(later).await.unwrap(), SendOutcome::WillRetry);
+    assert_eq!(app.sender.send_next_at(later + TimeDelta::minutes(10)).await.unwrap(), SendOutcome::WillRetry);
+    let sent = app.sender.send_next_at(later + TimeDelta::minutes(20)).await.unwrap();
+    assert!(matches!(sent, SendOutcome::Sent { .. }), "{sent:?}");
+    assert_eq!(graph.sends().len(), 4);
+    let row = &db.store.list_outbound(tenant.id).await.unwrap()[0];
+    assert_eq!((row.status.as_str(), row.attempts), ("sent", 4));
+    assert_eq!(app.metrics.outbox_retried.get(), 3);
+});
+
+contract!(outside_the_window_fails_permanently_with_the_reason, |db| async move {
+    let (app, graph, tenant) = one_reply_queued(db, &[]).await;
+    graph.script([Reply::Error(400, 131047)]);
+    let outcome = app.sender.send_next().await.unwrap();
+    assert!(matches!(&outcome, SendOutcome::Failed { reason } if reason.contains("24-hour")), "{outcome:?}");
+    let row = &db.store.list_outbound(tenant.id).await.unwrap()[0];
+    assert_eq!(row.status, "failed");
+    assert!(row.last_error.as_deref().unwrap().contains("131047"));
+    assert_eq!(app.sender.send_next_at(Utc::now() + TimeDelta::days(1)).await.unwrap(), SendOutcome::Empty);
+    assert_eq!(graph.sends().len(), 1);
+    assert_eq!(app.metrics.outbox_failed.get(), 1);
+});
+
+contract!(retries_stop_at_the_attempt_limit, |db| async move {
+    let (app, graph, tenant) = one_reply_queued(db, &[("BALCAO_OUTBOX_MAX_ATTEMPTS", "2")]).await;
+    graph.script([Reply::Status(500), Reply::Status(500), Reply::Status(500)]);
+    let now = Utc::now();
+    assert_eq!(app.sender.send_next_at(now).await.unwrap(), SendOutcome::WillRetry);
+    let last = app.sender.send_next_at(now + TimeDelta::hours(1)).await.unwrap();
+    assert!(matches!(&last, SendOutcome::Failed { reason } if reason.starts_with("gave up after 2 attempts")), "{last:?}");
+    assert_eq!(db.store.list_outbound(tenant.id).await.unwrap()[0].status, "failed");
+    assert_eq!(graph.sends().len(), 2);
+});
+
+contract!(a_lost_response_is_resolved_by_the_status_webhook, |db| async move {
+    let (app, graph, tenant) = one_reply_queued(db, &[]).await;
+    graph.script([Reply::Hang]);
+    let now = Utc::now();
+    assert_eq!(app.sender.send_next_at(now).await.unwrap(), SendOutcome::Unknown);
+    let key = db.store.list_outbound(tenant.id).await.unwrap()[0].idempotency_key.clone();
+    assert_eq!(db.store.list_outbound(tenant.id).await.unwrap()[0].status, "unknown");
+    // Within the grace period nothing is resent.
+    assert_eq!(app.sender.send_next_at(now + TimeDelta::seconds(30)).await.unwrap(), SendOutcome::Empty);
+    // Meta reports the message it did send, carrying our key.
+    let status = status_payload("wamid.ARRIVED", "sent", Some(&key));
+    assert_eq!(app.post_webhook(&bytes(&status)).await.status(), 200);
+    let row = &db.store.list_outbound(tenant.id).await.unwrap()[0];
+    assert_eq!((row.status.as_str(), row.provider_message_id.as_deref()), ("sent", Some("wamid.ARRIVED")));
+    // Long after the grace period: still not resent.
+    assert_eq!(app.sender.send_next_at(now + TimeDelta::hours(1)).await.unwrap(), SendOutcome::Empty);
+    assert_eq!(graph.sends().len(), 1);
+});
+
+contract!(a_lost_response_without_a_status_is_resent_after_the_grace, |db| async move {
+    let (app, graph, tenant) = one_reply_queued(db, &[("BALCAO_OUTBOX_GRACE_SECONDS", "60")]).await;
+    graph.script([Reply::Hang]);
+    let now = Utc::now();
+    assert_eq!(app.sender.send_next_at(now).await.unwrap(), SendOutcome::Unknown);
+    assert_eq!(app.sender.send_next_at(now + TimeDelta::seconds(59)).await.unwrap(), SendOutcome::Empty);
+    let resent = app.sender.send_next_at(now + TimeDelta::seconds(61)).await.unwrap();
+    assert!(matches!(resent, SendOutcome::Sent { .. }), "{resent:?}");
+    let sends = graph.sends();
+    assert_eq!(sends.len(), 2);
+    assert_eq!(sends[0].body["biz_opaque_callback_data"], sends[1].body["biz_opaque_callback_data"]);
+    assert_eq!(db.store.list_outbound(tenant.id).await.unwrap()[0].status, "sent");
+});
+
+contract!(without_an_access_token_replies_stay_local, |db| async move {
+    let tenant = db.tenant().await;
+    let graph = FakeGraph::start().await;
+    let mut config = test_config(&graph.url, &[]);
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+    assert_eq!(app.post_webhook(&bytes(&fixture("text"))).await.status(), 200);
+    app.drain_turns().await;
+    assert!(app.drain_outbox().await.is_empty());
+    let rows = db.store.list_outbound(tenant.id).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].status, "local");
+    assert!(graph.sends().is_empty());
+
+    // A tenant token overrides the missing global one.
+    let other = db.tenant_with("200200200", "outra", Some("EAAG-tenant-token")).await;
+    let body = crate::payloads::envelope("200200200", "5511977776666", vec![crate::payloads::text("wamid.t2", "5511977776666", "oi")]);
+    assert_eq!(app.post_webhook(&bytes(&body)).await.status(), 200);
+    app.drain_turns().await;
+    assert_eq!(app.drain_outbox().await.len(), 1);
+    let sends = graph.sends();
+    assert_eq!(sends[0].authorization.as_deref(), Some("Bearer EAAG-tenant-token"));
+    assert_eq!(sends[0].phone_number_id, "200200200");
+    assert_eq!(db.store.list_outbound(other.id).await.unwrap()[0].status, "sent");
+});
