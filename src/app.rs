@@ -59,7 +59,9 @@ impl App {
             );
         }
         if config.whatsapp.local_mode {
-            tracing::warn!("local mode: WHATSAPP_APP_SECRET is unset, webhooks are checked with the development secret and nothing is sent");
+            tracing::warn!(
+                "local mode: WHATSAPP_APP_SECRET is unset, webhooks are checked with the development secret and nothing is sent"
+            );
         }
         let metrics = Metrics::new();
         let wake_workers = Arc::new(Notify::new());
@@ -93,7 +95,8 @@ impl App {
             timing: Arc::new(TurnTiming::from_config(&config.queue)),
             wake_workers: wake_workers.clone(),
         };
-        let listener = TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
+        let listener =
+            TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
         Ok(Self { listener, router: http::router(state), worker, sender, wake_workers, config, store, metrics })
     }
 
@@ -121,7 +124,11 @@ impl App {
         self.serve(shutdown, false).await
     }
 
-    async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static, with_workers: bool) -> anyhow::Result<()> {
+    async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        with_workers: bool,
+    ) -> anyhow::Result<()> {
         let stop = CancellationToken::new();
         let pool = with_workers.then(|| {
             let mut pool = WorkerPool::start(&self.worker, self.wake_workers.clone(), stop.clone());

@@ -186,9 +186,7 @@ impl Config {
         let database_url =
             DatabaseUrl::new(r.string("DATABASE_URL").unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned()));
         if !database_url.is_postgres() && !database_url.is_sqlite() {
-            r.problems.push(format!(
-                "DATABASE_URL={database_url} must start with sqlite: or postgres://"
-            ));
+            r.problems.push(format!("DATABASE_URL={database_url} must start with sqlite: or postgres://"));
         }
         let addr = r.parsed("BALCAO_ADDR", default_addr(), "a socket address like 127.0.0.1:8080");
         let db_max_connections = r.positive("BALCAO_DB_MAX_CONNECTIONS", 16, "connections") as u32;
@@ -225,8 +223,7 @@ impl Config {
             r.problems.push("BALCAO_JOB_LEASE_SECONDS must be at least 3".to_owned());
         }
         let debounce = Duration::from_millis(r.parsed("BALCAO_DEBOUNCE_MS", 2000, "milliseconds"));
-        let debounce_max =
-            Duration::from_millis(r.parsed("BALCAO_DEBOUNCE_MAX_MS", 10_000, "milliseconds"));
+        let debounce_max = Duration::from_millis(r.parsed("BALCAO_DEBOUNCE_MAX_MS", 10_000, "milliseconds"));
         if debounce_max < debounce {
             r.problems.push("BALCAO_DEBOUNCE_MAX_MS must not be below BALCAO_DEBOUNCE_MS".to_owned());
         }
@@ -260,16 +257,7 @@ impl Config {
         if !r.problems.is_empty() {
             return Err(ConfigError(r.problems));
         }
-        Ok(Self {
-            database_url,
-            db_max_connections,
-            addr,
-            whatsapp,
-            queue,
-            outbox,
-            shutdown_grace,
-            log_format,
-        })
+        Ok(Self { database_url, db_max_connections, addr, whatsapp, queue, outbox, shutdown_grace, log_format })
     }
 }
 

@@ -60,7 +60,8 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Tenant { command: TenantCommand::Apply { file } } => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("failed to read {}", file.display()))?;
-            let spec = TenantSpec::parse(&text).with_context(|| format!("{} is not a valid tenant file", file.display()))?;
+            let spec =
+                TenantSpec::parse(&text).with_context(|| format!("{} is not a valid tenant file", file.display()))?;
             let store = open_store(&config).await?;
             let outcome = store.apply_tenant(&spec, chrono::Utc::now()).await?;
             match outcome {

@@ -23,8 +23,5 @@ pub async fn readyz(State(state): State<AppState>) -> Result<&'static str, ApiEr
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-        state.metrics.render(),
-    )
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render())
 }

@@ -27,13 +27,10 @@ pub async fn verify_subscription(
         return Err(ApiError::Forbidden);
     };
     let mode_ok = params.get("hub.mode").is_some_and(|m| m == "subscribe");
-    let token_ok = params
-        .get("hub.verify_token")
-        .is_some_and(|t| bool::from(t.as_bytes().ct_eq(expected.expose().as_bytes())));
+    let token_ok =
+        params.get("hub.verify_token").is_some_and(|t| bool::from(t.as_bytes().ct_eq(expected.expose().as_bytes())));
     match (mode_ok && token_ok, params.get("hub.challenge")) {
-        (true, Some(challenge)) => {
-            Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], challenge.clone()))
-        }
+        (true, Some(challenge)) => Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], challenge.clone())),
         _ => Err(ApiError::Forbidden),
     }
 }

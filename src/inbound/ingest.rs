@@ -79,7 +79,12 @@ pub async fn ingest(store: &Store, metrics: &Metrics, timing: &TurnTiming, body:
     report
 }
 
-async fn record(store: &Store, tenant: &Tenant, message: &NewInbound, timing: &TurnTiming) -> Result<Recorded, StoreError> {
+async fn record(
+    store: &Store,
+    tenant: &Tenant,
+    message: &NewInbound,
+    timing: &TurnTiming,
+) -> Result<Recorded, StoreError> {
     let recorded = store.record_inbound(tenant.id, message, timing, Utc::now()).await?;
     if let Recorded::New { conversation, job } = recorded {
         tracing::info!(

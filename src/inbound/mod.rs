@@ -39,14 +39,27 @@ impl ContactIdentity {
 /// name rather than dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InboundContent {
-    Text { body: String },
+    Text {
+        body: String,
+    },
     /// `interactive.button_reply`.
-    ButtonReply { id: String, title: String },
+    ButtonReply {
+        id: String,
+        title: String,
+    },
     /// `interactive.list_reply`.
-    ListReply { id: String, title: String },
+    ListReply {
+        id: String,
+        title: String,
+    },
     /// A template quick-reply button (`type: "button"`).
-    QuickReply { payload: String, text: String },
-    Other { kind: String },
+    QuickReply {
+        payload: String,
+        text: String,
+    },
+    Other {
+        kind: String,
+    },
 }
 
 impl InboundContent {

@@ -176,8 +176,12 @@ impl Worker {
     pub async fn maintain_at(&self, now: DateTime<Utc>) -> anyhow::Result<()> {
         for (job, state) in self.store.reap_expired(now).await? {
             match state {
-                JobState::Dead => { self.metrics.jobs_dead.inc(); }
-                _ => { self.metrics.jobs_retried.inc(); }
+                JobState::Dead => {
+                    self.metrics.jobs_dead.inc();
+                }
+                _ => {
+                    self.metrics.jobs_retried.inc();
+                }
             }
             tracing::warn!(%job, ?state, "reclaimed a turn whose worker stopped renewing its lease");
         }
@@ -244,10 +248,7 @@ impl WorkerPool {
     /// then are aborted and retried by another worker once their lease expires.
     pub async fn stop(mut self, deadline: Duration) {
         self.shutdown.cancel();
-        let drained = tokio::time::timeout(deadline, async {
-            while self.tasks.join_next().await.is_some() {}
-        })
-        .await;
+        let drained = tokio::time::timeout(deadline, async { while self.tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             tracing::warn!("shutdown deadline reached; aborting in-flight turns");
             self.tasks.shutdown().await;

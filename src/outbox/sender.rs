@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use tracing::Instrument;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::{OutboxConfig, QueueConfig, Secret};
 use crate::jobs::{Backoff, to_delta};
@@ -19,10 +19,14 @@ use crate::whatsapp::{GraphClient, SendError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendOutcome {
     Empty,
-    Sent { wamid: String },
+    Sent {
+        wamid: String,
+    },
     WillRetry,
     Unknown,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
     /// Another sender took the row over (our claim went stale); nothing was recorded.
     Superseded,
 }
@@ -60,7 +64,9 @@ impl OutboxSender {
     /// `send_next` as if the clock read `now` (for tests of the grace period).
     pub async fn send_next_at(&self, now: DateTime<Utc>) -> anyhow::Result<SendOutcome> {
         let grace_until = now + to_delta(self.config.grace);
-        let Some(claimed) = self.store.claim_outbound(now, grace_until).await.context("failed to claim an outbox row")? else {
+        let Some(claimed) =
+            self.store.claim_outbound(now, grace_until).await.context("failed to claim an outbox row")?
+        else {
             return Ok(SendOutcome::Empty);
         };
         let span = tracing::info_span!("outbox_send", tenant = %claimed.tenant, outbound = %claimed.id, key = %claimed.key, attempt = claimed.attempt);
@@ -110,10 +116,8 @@ impl OutboxSender {
             }
             Err(SendError::Unknown { reason }) if !exhausted => {
                 // Maybe sent: wait for a status webhook carrying our key before resending.
-                let ok = self
-                    .store
-                    .reschedule_outbound(&claimed, RescheduleAs::Unknown, &reason, grace_until, now)
-                    .await?;
+                let ok =
+                    self.store.reschedule_outbound(&claimed, RescheduleAs::Unknown, &reason, grace_until, now).await?;
                 self.metrics.outbox_retried.inc();
                 tracing::warn!(%reason, "send outcome unknown, waiting for a status webhook");
                 (ok, SendOutcome::Unknown)

@@ -15,6 +15,14 @@ pub enum Recorded {
     Duplicate,
 }
 
+#[derive(sqlx::FromRow)]
+struct ContactRow {
+    id: i64,
+    wa_id: Option<String>,
+    user_id: Option<String>,
+    profile_name: Option<String>,
+}
+
 #[allow(async_fn_in_trait)]
 pub trait InboundStore {
     /// Stores the message once per provider id and, in the same transaction, creates the
@@ -145,7 +153,7 @@ impl InboundStore for Store {
         tenant: TenantId,
         conversation: ConversationId,
     ) -> StoreResult<ConversationContact> {
-        let row: Option<(i64, Option<String>, Option<String>, Option<String>)> = on_pool!(self, pool => {
+        let row: Option<ContactRow> = on_pool!(self, pool => {
             sqlx::query_as(
                 "SELECT c.id, c.wa_id, c.user_id, c.profile_name
                  FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = v.tenant_id
@@ -156,11 +164,9 @@ impl InboundStore for Store {
             .fetch_optional(pool)
             .await
         })?;
-        let (contact_id, wa_id, user_id, profile_name) =
+        let ContactRow { id: contact_id, wa_id, user_id, profile_name } =
             row.ok_or_else(|| StoreError::NotFound(format!("conversation {conversation}")))?;
-        let wa_id = wa_id
-            .map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .transpose()?;
+        let wa_id = wa_id.map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()?;
         Ok(ConversationContact {
             conversation_id: conversation,
             contact_id: ContactId(contact_id),

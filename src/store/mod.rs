@@ -114,14 +114,14 @@ impl Store {
             Self::connect_postgres(options, max_connections).await
         } else {
             let options = SqliteConnectOptions::from_str(url.expose())?;
-            if let Some(dir) = options.get_filename().parent() {
-                if !dir.as_os_str().is_empty() {
-                    std::fs::create_dir_all(dir).map_err(|e| {
-                        StoreError::Database(sqlx::Error::Configuration(
-                            format!("cannot create database directory {}: {e}", dir.display()).into(),
-                        ))
-                    })?;
-                }
+            if let Some(dir) = options.get_filename().parent()
+                && !dir.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    StoreError::Database(sqlx::Error::Configuration(
+                        format!("cannot create database directory {}: {e}", dir.display()).into(),
+                    ))
+                })?;
             }
             Self::connect_sqlite(options, max_connections).await
         }

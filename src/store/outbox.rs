@@ -32,7 +32,12 @@ pub trait OutboxStore {
         next_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    async fn mark_outbound_failed(&self, claimed: &ClaimedOutbound, reason: &str, now: DateTime<Utc>) -> StoreResult<bool>;
+    async fn mark_outbound_failed(
+        &self,
+        claimed: &ClaimedOutbound,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// Applies a status webhook, matched by wamid or by our key; forward-only.
     async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool>;
     /// The tenant's outbox, oldest first.
@@ -106,9 +111,7 @@ impl OutboxStore for Store {
         let Some((id, tenant, key, wa_id, user_id, message, attempt)) = row else {
             return Ok(None);
         };
-        let wa_id = wa_id
-            .map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .transpose()?;
+        let wa_id = wa_id.map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()?;
         Ok(Some(ClaimedOutbound {
             id: OutboundId(id),
             tenant: TenantId(tenant),
@@ -170,7 +173,12 @@ impl OutboxStore for Store {
         Ok(n == 1)
     }
 
-    async fn mark_outbound_failed(&self, claimed: &ClaimedOutbound, reason: &str, now: DateTime<Utc>) -> StoreResult<bool> {
+    async fn mark_outbound_failed(
+        &self,
+        claimed: &ClaimedOutbound,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
         let n = on_pool!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET status = 'failed', last_error = $1, updated_at = $2

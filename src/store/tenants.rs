@@ -160,10 +160,7 @@ impl TenantStore for Store {
                 .fetch_all(pool)
                 .await
         })?;
-        phones
-            .into_iter()
-            .map(|p| PhoneE164::parse(&p).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .collect()
+        phones.into_iter().map(|p| PhoneE164::parse(&p).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
     }
 
     async fn any_tenant_has_token(&self) -> StoreResult<bool> {

@@ -81,13 +81,14 @@ impl TenantSpec {
         if phone_number_id.is_empty() || !phone_number_id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(invalid(
                 raw.whatsapp.phone_number_id.span(),
-                format!("whatsapp.phone_number_id {phone_number_id:?} must be the numeric id Meta shows for the number"),
+                format!(
+                    "whatsapp.phone_number_id {phone_number_id:?} must be the numeric id Meta shows for the number"
+                ),
             ));
         }
         let mut staff = BTreeSet::new();
         for entry in &raw.staff {
-            let phone = PhoneE164::parse(entry.get_ref())
-                .map_err(|e| invalid(entry.span(), format!("staff: {e}")))?;
+            let phone = PhoneE164::parse(entry.get_ref()).map_err(|e| invalid(entry.span(), format!("staff: {e}")))?;
             staff.insert(phone);
         }
         Ok(Self {

@@ -101,9 +101,10 @@ impl GraphClient {
             .map_err(classify_transport)?;
         let status = response.status();
         let retry_after = retry_after(&response);
-        let body = response.bytes().await.map_err(|e| SendError::Unknown {
-            reason: format!("response body lost after HTTP {status}: {e}"),
-        })?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| SendError::Unknown { reason: format!("response body lost after HTTP {status}: {e}") })?;
         if status.is_success() {
             let parsed: SendResponse = serde_json::from_slice(&body).map_err(|e| SendError::Unknown {
                 reason: format!("accepted (HTTP {status}) but the response is unreadable: {e}"),
@@ -166,13 +167,21 @@ mod tests {
 
     #[test]
     fn classifies_by_code() {
-        let body = |code: i64| format!(r#"{{"error":{{"message":"(#{code}) x","type":"OAuthException","code":{code},"fbtrace_id":"A"}}}}"#);
-        assert!(matches!(classify_error(StatusCode::BAD_REQUEST, body(130429).as_bytes(), None), SendError::Retry { .. }));
+        let body = |code: i64| {
+            format!(r#"{{"error":{{"message":"(#{code}) x","type":"OAuthException","code":{code},"fbtrace_id":"A"}}}}"#)
+        };
+        assert!(matches!(
+            classify_error(StatusCode::BAD_REQUEST, body(130429).as_bytes(), None),
+            SendError::Retry { .. }
+        ));
         assert!(matches!(
             classify_error(StatusCode::BAD_REQUEST, body(131047).as_bytes(), None),
             SendError::Permanent { code: Some(131047), .. }
         ));
-        assert!(matches!(classify_error(StatusCode::BAD_REQUEST, body(131009).as_bytes(), None), SendError::Permanent { .. }));
+        assert!(matches!(
+            classify_error(StatusCode::BAD_REQUEST, body(131009).as_bytes(), None),
+            SendError::Permanent { .. }
+        ));
         assert!(matches!(classify_error(StatusCode::BAD_GATEWAY, b"<html>", None), SendError::Retry { .. }));
         assert!(matches!(classify_error(StatusCode::TOO_MANY_REQUESTS, b"", None), SendError::Retry { .. }));
     }

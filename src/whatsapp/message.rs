@@ -153,7 +153,11 @@ impl OutboundMessage {
                     return Err(MessageError::Empty { what: "sections" });
                 }
                 if sections.len() > LIST_SECTIONS_MAX {
-                    return Err(MessageError::TooMany { what: "sections", len: sections.len(), max: LIST_SECTIONS_MAX });
+                    return Err(MessageError::TooMany {
+                        what: "sections",
+                        len: sections.len(),
+                        max: LIST_SECTIONS_MAX,
+                    });
                 }
                 let rows: usize = sections.iter().map(|s| s.rows.len()).sum();
                 if rows == 0 {
@@ -292,8 +296,11 @@ mod tests {
 
     #[test]
     fn list_limits() {
-        let rows = |n: usize| (0..n).map(|i| ListRow { id: format!("r{i}"), title: format!("{i}:00"), description: None }).collect();
-        let ok = OutboundMessage::list("Escolha", None, "Ver horários", vec![ListSection { title: None, rows: rows(10) }]);
+        let rows = |n: usize| {
+            (0..n).map(|i| ListRow { id: format!("r{i}"), title: format!("{i}:00"), description: None }).collect()
+        };
+        let ok =
+            OutboundMessage::list("Escolha", None, "Ver horários", vec![ListSection { title: None, rows: rows(10) }]);
         assert!(ok.is_ok());
         let too_many = OutboundMessage::list(
             "Escolha",

@@ -203,16 +203,16 @@ fn parse_message(element: &Value, contacts: &[RawContact]) -> Result<NewInbound,
     let from = raw.from.as_deref().map(PhoneE164::parse).transpose().map_err(|e| e.to_string())?;
     let contact = contacts
         .iter()
-        .find(|c| from.as_ref().is_some_and(|f| c.wa_id.as_deref().map(|w| w.trim_start_matches('+')) == Some(f.digits())))
+        .find(|c| {
+            from.as_ref().is_some_and(|f| c.wa_id.as_deref().map(|w| w.trim_start_matches('+')) == Some(f.digits()))
+        })
         .or_else(|| contacts.iter().find(|c| raw.from_user_id.is_some() && c.user_id == raw.from_user_id))
         .or(if contacts.len() == 1 { contacts.first() } else { None });
     let wa_id = match from {
         Some(phone) => Some(phone),
-        None => contact
-            .and_then(|c| c.wa_id.as_deref())
-            .map(PhoneE164::parse)
-            .transpose()
-            .map_err(|e| e.to_string())?,
+        None => {
+            contact.and_then(|c| c.wa_id.as_deref()).map(PhoneE164::parse).transpose().map_err(|e| e.to_string())?
+        }
     };
     let identity = ContactIdentity {
         wa_id,
@@ -283,10 +283,5 @@ fn parse_status(element: &Value) -> Result<Option<StatusUpdate>, String> {
             e.message.as_deref().or(e.title.as_deref()).unwrap_or("unknown error")
         )
     });
-    Ok(Some(StatusUpdate {
-        provider_message_id: raw.id,
-        status,
-        callback_key: raw.biz_opaque_callback_data,
-        error,
-    }))
+    Ok(Some(StatusUpdate { provider_message_id: raw.id, status, callback_key: raw.biz_opaque_callback_data, error }))
 }

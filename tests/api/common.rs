@@ -47,7 +47,15 @@ impl TestDb {
             if std::env::var("BALCAO_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
                 panic!("BALCAO_REQUIRE_POSTGRES=1 but BALCAO_TEST_POSTGRES_URL is not set");
             }
-            eprintln!("NOTICE: PostgreSQL case skipped (set BALCAO_TEST_POSTGRES_URL to run it)");
+            // Written past the test harness's capture, once per run, so a skip is never silent.
+            static NOTICE: std::sync::Once = std::sync::Once::new();
+            NOTICE.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "NOTICE: PostgreSQL cases are skipped: set BALCAO_TEST_POSTGRES_URL to run them"
+                );
+            });
             return None;
         };
         let base = PgConnectOptions::from_str(&url).expect("postgres url");
@@ -79,11 +87,11 @@ impl TestDb {
 
     pub async fn cleanup(self) {
         self.store.close().await;
-        if let Some((base, schema)) = self.pg {
-            if let Ok(admin) = sqlx::PgPool::connect_with(base).await {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE"))).execute(&admin).await;
-                admin.close().await;
-            }
+        if let Some((base, schema)) = self.pg
+            && let Ok(admin) = sqlx::PgPool::connect_with(base).await
+        {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE"))).execute(&admin).await;
+            admin.close().await;
         }
     }
 

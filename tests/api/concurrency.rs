@@ -113,7 +113,8 @@ contract!(one_running_turn_per_conversation_under_contention, |db| async move {
     let mut racers = tokio::task::JoinSet::new();
     for w in 0..8 {
         let store = db.store.clone();
-        racers.spawn(async move { store.claim_next(&format!("r{w}"), now, now + TimeDelta::seconds(60)).await.unwrap() });
+        racers
+            .spawn(async move { store.claim_next(&format!("r{w}"), now, now + TimeDelta::seconds(60)).await.unwrap() });
     }
     while let Some(j) = racers.join_next().await {
         assert!(j.unwrap().is_none(), "a follow-up turn ran while its conversation was busy");
@@ -172,6 +173,10 @@ contract!(a_worker_killed_mid_turn_is_retried_and_answers_once, |db| async move 
     let sends = app.drain_outbox().await;
     assert!(matches!(sends.as_slice(), [SendOutcome::Sent { .. }]), "{sends:?}");
     assert_eq!(graph.sends().len(), 1);
-    let job = db.store.jobs_of_conversation(tenant.id, balcao::domain::ConversationId(outbox[0].conversation_id)).await.unwrap();
+    let job = db
+        .store
+        .jobs_of_conversation(tenant.id, balcao::domain::ConversationId(outbox[0].conversation_id))
+        .await
+        .unwrap();
     assert_eq!((job[0].state.as_str(), job[0].attempts), ("completed", 2));
 });

@@ -37,7 +37,14 @@ pub fn message(wamid: &str, wa_id: &str) -> NewInbound {
     }
 }
 
-pub async fn record(store: &Store, tenant: &Tenant, wamid: &str, wa_id: &str, t: &TurnTiming, now: DateTime<Utc>) -> (ConversationId, JobId) {
+pub async fn record(
+    store: &Store,
+    tenant: &Tenant,
+    wamid: &str,
+    wa_id: &str,
+    t: &TurnTiming,
+    now: DateTime<Utc>,
+) -> (ConversationId, JobId) {
     match store.record_inbound(tenant.id, &message(wamid, wa_id), t, now).await.unwrap() {
         Recorded::New { conversation, job } => (conversation, job),
         Recorded::Duplicate => panic!("{wamid} was a duplicate"),
@@ -122,7 +129,8 @@ contract!(turn_identity_and_messages_are_fixed_at_first_claim, |db| async move {
     assert_eq!(retry.id, job);
     assert_eq!(retry.attempt, 2);
     assert_eq!(retry.trigger_message_id.as_deref(), Some("m2"));
-    let ids: Vec<_> = db.store.turn_messages(tenant.id, job).await.unwrap().into_iter().map(|m| m.provider_message_id).collect();
+    let ids: Vec<_> =
+        db.store.turn_messages(tenant.id, job).await.unwrap().into_iter().map(|m| m.provider_message_id).collect();
     assert_eq!(ids, ["m1", "m2"]);
     assert!(db.store.complete(&retry.lease, now + secs(4)).await.unwrap());
 
@@ -159,10 +167,16 @@ contract!(exhausted_attempts_bury_the_job_with_its_error, |db| async move {
     let now = t0();
     let (_, job) = record(&db.store, &tenant, "m1", "5511999990001", &t, now).await;
     let a1 = db.store.claim_next("w", now, now + secs(30)).await.unwrap().unwrap();
-    assert_eq!(db.store.fail(&a1.lease, "boom 1", false, now + secs(10), now).await.unwrap(), Some(FailOutcome::WillRetry));
+    assert_eq!(
+        db.store.fail(&a1.lease, "boom 1", false, now + secs(10), now).await.unwrap(),
+        Some(FailOutcome::WillRetry)
+    );
     assert!(db.store.claim_next("w", now + secs(9), now + secs(39)).await.unwrap().is_none(), "backoff respected");
     let a2 = db.store.claim_next("w", now + secs(10), now + secs(40)).await.unwrap().unwrap();
-    assert_eq!(db.store.fail(&a2.lease, "boom 2", false, now + secs(20), now + secs(10)).await.unwrap(), Some(FailOutcome::Dead));
+    assert_eq!(
+        db.store.fail(&a2.lease, "boom 2", false, now + secs(20), now + secs(10)).await.unwrap(),
+        Some(FailOutcome::Dead)
+    );
     let s = db.store.job(tenant.id, job).await.unwrap().unwrap();
     assert_eq!((s.state.as_str(), s.attempts, s.last_error.as_deref()), ("dead", 2, Some("boom 2")));
     assert!(db.store.claim_next("w", now + secs(100), now + secs(130)).await.unwrap().is_none());
@@ -211,7 +225,8 @@ contract!(worker_retries_with_backoff_then_completes, |db| async move {
     let metrics = Metrics::new();
     let worker = Worker::new("w".into(), db.store.clone(), handler.clone(), config.queue.clone(), metrics.clone());
     let now = t0();
-    let (_, job) = record(&db.store, &tenant, "m1", "5511999990001", &TurnTiming::from_config(&config.queue), now).await;
+    let (_, job) =
+        record(&db.store, &tenant, "m1", "5511999990001", &TurnTiming::from_config(&config.queue), now).await;
     let later = now + secs(60);
     assert_eq!(worker.run_next_at(later).await.unwrap(), RunOutcome::WillRetry(job));
     let s = db.store.job(tenant.id, job).await.unwrap().unwrap();

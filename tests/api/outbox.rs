@@ -23,7 +23,10 @@ async fn one_reply_queued(db: &TestDb, extra: &[(&str, &str)]) -> (TestApp, Fake
 contract!(a_reply_is_sent_with_token_key_and_documented_shape, |db| async move {
     let (app, graph, tenant) = one_reply_queued(db, &[]).await;
     let outcomes = app.drain_outbox().await;
-    assert!(matches!(outcomes.as_slice(), [SendOutcome::Sent { wamid }] if wamid == "wamid.FAKE000001"), "{outcomes:?}");
+    assert!(
+        matches!(outcomes.as_slice(), [SendOutcome::Sent { wamid }] if wamid == "wamid.FAKE000001"),
+        "{outcomes:?}"
+    );
     let sends = graph.sends();
     assert_eq!(sends.len(), 1);
     let send = &sends[0];
@@ -83,7 +86,10 @@ contract!(retries_stop_at_the_attempt_limit, |db| async move {
     let now = Utc::now();
     assert_eq!(app.sender.send_next_at(now).await.unwrap(), SendOutcome::WillRetry);
     let last = app.sender.send_next_at(now + TimeDelta::hours(1)).await.unwrap();
-    assert!(matches!(&last, SendOutcome::Failed { reason } if reason.starts_with("gave up after 2 attempts")), "{last:?}");
+    assert!(
+        matches!(&last, SendOutcome::Failed { reason } if reason.starts_with("gave up after 2 attempts")),
+        "{last:?}"
+    );
     assert_eq!(db.store.list_outbound(tenant.id).await.unwrap()[0].status, "failed");
     assert_eq!(graph.sends().len(), 2);
 });
@@ -137,7 +143,11 @@ contract!(without_an_access_token_replies_stay_local, |db| async move {
 
     // A tenant token overrides the missing global one.
     let other = db.tenant_with("200200200", "outra", Some("EAAG-tenant-token")).await;
-    let body = crate::payloads::envelope("200200200", "5511977776666", vec![crate::payloads::text("wamid.t2", "5511977776666", "oi")]);
+    let body = crate::payloads::envelope(
+        "200200200",
+        "5511977776666",
+        vec![crate::payloads::text("wamid.t2", "5511977776666", "oi")],
+    );
     assert_eq!(app.post_webhook(&bytes(&body)).await.status(), 200);
     app.drain_turns().await;
     assert_eq!(app.drain_outbox().await.len(), 1);

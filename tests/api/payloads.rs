@@ -36,7 +36,8 @@ pub fn text_payload(wamid: &str, from: &str, body: &str) -> Value {
 
 /// A `statuses[]` webhook for an outbound message.
 pub fn status_payload(wamid: &str, status: &str, callback: Option<&str>) -> Value {
-    let mut element = json!({ "id": wamid, "status": status, "timestamp": "1750030073", "recipient_id": "16505551234" });
+    let mut element =
+        json!({ "id": wamid, "status": status, "timestamp": "1750030073", "recipient_id": "16505551234" });
     if let Some(key) = callback {
         element["biz_opaque_callback_data"] = json!(key);
     }

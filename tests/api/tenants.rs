@@ -28,7 +28,9 @@ contract!(applying_the_same_file_twice_changes_nothing, |db| async move {
 
     let renamed = TenantSpec::parse(&FILE.replace("Studio Bela", "Studio Bela Vista")).unwrap();
     assert_eq!(db.store.apply_tenant(&renamed, Utc::now()).await.unwrap(), ApplyOutcome::Updated(id));
-    let fewer_staff = TenantSpec::parse(&FILE.replace("Studio Bela", "Studio Bela Vista").replace(", \"+5592911112222\"", "")).unwrap();
+    let fewer_staff =
+        TenantSpec::parse(&FILE.replace("Studio Bela", "Studio Bela Vista").replace(", \"+5592911112222\"", ""))
+            .unwrap();
     assert_eq!(db.store.apply_tenant(&fewer_staff, Utc::now()).await.unwrap(), ApplyOutcome::Updated(id));
     let staff: Vec<String> = db.store.staff(id).await.unwrap().iter().map(|p| p.to_string()).collect();
     assert_eq!(staff, ["+5592988887777"]);

@@ -49,7 +49,8 @@ async fn subscription_handshake_echoes_the_raw_challenge() {
         async move { app.get(&format!("/webhooks/whatsapp?{query}")).await }
     };
     // Leading zeros prove the challenge is echoed as a string, never parsed as a number.
-    let ok = get(format!("hub.mode=subscribe&hub.challenge=0012345678901234567890&hub.verify_token={VERIFY_TOKEN}")).await;
+    let ok =
+        get(format!("hub.mode=subscribe&hub.challenge=0012345678901234567890&hub.verify_token={VERIFY_TOKEN}")).await;
     assert_eq!(ok.status(), 200);
     assert_eq!(ok.text().await.unwrap(), "0012345678901234567890");
 
@@ -158,7 +159,10 @@ contract!(every_documented_message_type_is_stored, |db| async move {
         json!({"from": "16505551234", "id": "wamid.react", "timestamp": "1", "type": "reaction",
                "reaction": {"message_id": "wamid.x", "emoji": "👍"}}),
     ];
-    assert_eq!(app.post_webhook(&bytes(&envelope(crate::common::PHONE_NUMBER_ID, "16505551234", others))).await.status(), 200);
+    assert_eq!(
+        app.post_webhook(&bytes(&envelope(crate::common::PHONE_NUMBER_ID, "16505551234", others))).await.status(),
+        200
+    );
     assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 9);
 
     app.drain_turns().await;
