@@ -38,7 +38,6 @@ CREATE TABLE conversations (
     tenant_id       BIGINT  NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     contact_id      BIGINT  NOT NULL REFERENCES contacts (id) ON DELETE CASCADE,
     created_at TIMESTAMPTZ NOT NULL,
-    last_inbound_at TIMESTAMPTZ NOT NULL,
     UNIQUE (tenant_id, contact_id)
 );
 

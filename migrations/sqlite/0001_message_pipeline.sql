@@ -38,7 +38,6 @@ CREATE TABLE conversations (
     tenant_id       INTEGER NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     contact_id      INTEGER NOT NULL REFERENCES contacts (id) ON DELETE CASCADE,
     created_at      TEXT    NOT NULL,
-    last_inbound_at TEXT    NOT NULL,
     UNIQUE (tenant_id, contact_id)
 );
 

@@ -3,9 +3,9 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Dialect, Store, StoreError, StoreResult, on_pool};
+use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
-use crate::inbound::{ConversationContact, InboundMessage, NewInbound};
+use crate::inbound::{ContactIdentity, ConversationContact, InboundMessage, NewInbound};
 use crate::jobs::TurnTiming;
 
 /// What storing an inbound message did.
@@ -26,7 +26,8 @@ struct ContactRow {
 #[allow(async_fn_in_trait)]
 pub trait InboundStore {
     /// Stores the message once per provider id and, in the same transaction, creates the
-    /// conversation's pending turn or pushes its start back (never past the debounce cap).
+    /// conversation's pending turn or pushes its start back (never past the debounce cap). A
+    /// duplicate changes nothing: the transaction is rolled back.
     async fn record_inbound(
         &self,
         tenant: TenantId,
@@ -52,43 +53,9 @@ impl InboundStore for Store {
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
-        let contact = &message.contact;
-        let external_key = contact
-            .external_key()
-            .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
-        on_pool!(self, pool => {
+        let conversation = self.ensure_conversation(tenant, &message.contact, now).await?;
+        writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let contact_id: i64 = sqlx::query_scalar(
-                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
-                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
-                     user_id = COALESCE(excluded.user_id, contacts.user_id),
-                     username = COALESCE(excluded.username, contacts.username),
-                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
-                     updated_at = excluded.updated_at
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(&external_key)
-            .bind(contact.wa_id.as_ref().map(PhoneE164::digits))
-            .bind(contact.user_id.as_deref())
-            .bind(contact.username.as_deref())
-            .bind(contact.profile_name.as_deref())
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-            let conversation_id: i64 = sqlx::query_scalar(
-                "INSERT INTO conversations (tenant_id, contact_id, created_at, last_inbound_at)
-                 VALUES ($1, $2, $3, $3)
-                 ON CONFLICT (tenant_id, contact_id) DO UPDATE SET last_inbound_at = excluded.last_inbound_at
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(contact_id)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
             let inserted: Option<i64> = sqlx::query_scalar(
                 "INSERT INTO inbound_messages
                      (tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at, received_at, raw)
@@ -97,7 +64,7 @@ impl InboundStore for Store {
                  RETURNING id",
             )
             .bind(tenant.0)
-            .bind(conversation_id)
+            .bind(conversation.0)
             .bind(&message.provider_message_id)
             .bind(message.content.kind())
             .bind(message.content.body())
@@ -109,7 +76,6 @@ impl InboundStore for Store {
             .fetch_optional(&mut *tx)
             .await?;
             if inserted.is_none() {
-                // A duplicate changes nothing, not even the contact's timestamps.
                 tx.rollback().await?;
                 return Ok(Recorded::Duplicate);
             }
@@ -123,7 +89,7 @@ impl InboundStore for Store {
                  RETURNING id",
             )
             .bind(tenant.0)
-            .bind(conversation_id)
+            .bind(conversation.0)
             .bind(now + timing.debounce)
             .bind(now + timing.debounce_max)
             .bind(i64::from(timing.max_attempts))
@@ -131,12 +97,12 @@ impl InboundStore for Store {
             .fetch_one(&mut *tx)
             .await?;
             tx.commit().await?;
-            Ok(Recorded::New { conversation: ConversationId(conversation_id), job: JobId(job) })
+            Ok(Recorded::New { conversation, job: JobId(job) })
         })
     }
 
     async fn turn_messages(&self, tenant: TenantId, turn: JobId) -> StoreResult<Vec<InboundMessage>> {
-        Ok(on_pool!(self, pool => {
+        Ok(reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, provider_message_id, kind, body, reply_id, context_id, received_at
                  FROM inbound_messages WHERE tenant_id = $1 AND turn_id = $2 ORDER BY id",
@@ -153,7 +119,7 @@ impl InboundStore for Store {
         tenant: TenantId,
         conversation: ConversationId,
     ) -> StoreResult<ConversationContact> {
-        let row: Option<ContactRow> = on_pool!(self, pool => {
+        let row: Option<ContactRow> = reading!(self, pool => {
             sqlx::query_as(
                 "SELECT c.id, c.wa_id, c.user_id, c.profile_name
                  FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = v.tenant_id
@@ -177,11 +143,78 @@ impl InboundStore for Store {
     }
 
     async fn count_inbound(&self, tenant: TenantId) -> StoreResult<i64> {
-        Ok(on_pool!(self, pool => {
+        Ok(reading!(self, pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM inbound_messages WHERE tenant_id = $1")
                 .bind(tenant.0)
                 .fetch_one(pool)
                 .await
         })?)
+    }
+}
+
+impl Store {
+    /// The conversation with this contact, created on first contact. Contacts and
+    /// conversations are never deleted while their tenant exists, so the common case is one
+    /// read outside the message's write transaction; creation is an idempotent upsert.
+    async fn ensure_conversation(
+        &self,
+        tenant: TenantId,
+        contact: &ContactIdentity,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ConversationId> {
+        let external_key = contact
+            .external_key()
+            .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
+        let known: Option<(i64, Option<String>, Option<i64>)> = reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT c.id, c.profile_name, v.id FROM contacts c
+                 LEFT JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
+                 WHERE c.tenant_id = $1 AND c.external_key = $2",
+            )
+            .bind(tenant.0)
+            .bind(&external_key)
+            .fetch_optional(pool)
+            .await
+        })?;
+        if let Some((_, profile_name, Some(conversation))) = &known
+            && (contact.profile_name.is_none() || contact.profile_name == *profile_name)
+        {
+            return Ok(ConversationId(*conversation));
+        }
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let contact_id: i64 = sqlx::query_scalar(
+                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
+                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
+                     user_id = COALESCE(excluded.user_id, contacts.user_id),
+                     username = COALESCE(excluded.username, contacts.username),
+                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
+                     updated_at = excluded.updated_at
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(&external_key)
+            .bind(contact.wa_id.as_ref().map(PhoneE164::digits))
+            .bind(contact.user_id.as_deref())
+            .bind(contact.username.as_deref())
+            .bind(contact.profile_name.as_deref())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            let conversation: i64 = sqlx::query_scalar(
+                "INSERT INTO conversations (tenant_id, contact_id, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant_id, contact_id) DO UPDATE SET contact_id = excluded.contact_id
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(contact_id)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(ConversationId(conversation))
+        })
     }
 }

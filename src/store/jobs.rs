@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Dialect, Store, StoreResult, on_pool};
+use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
 use crate::jobs::{ClaimedJob, FailOutcome, JobSnapshot, JobState, Lease};
 
@@ -71,7 +71,17 @@ impl JobStore for Store {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<ClaimedJob>> {
-        on_pool!(self, pool => {
+        // Idle workers poll; a read keeps them off SQLite's single write lock.
+        let due: Option<i32> = reading!(self, pool => {
+            sqlx::query_scalar("SELECT 1 FROM jobs WHERE state IN ('available', 'retryable') AND run_at <= $1 LIMIT 1")
+                .bind(now)
+                .fetch_optional(pool)
+                .await
+        })?;
+        if due.is_none() {
+            return Ok(None);
+        }
+        writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let sql = pool.pick(claim_sql!(""), claim_sql!("FOR UPDATE SKIP LOCKED"));
             let row: Option<(i64, i64, i64, i64, i64, Option<String>)> = sqlx::query_as(sql)
@@ -123,7 +133,7 @@ impl JobStore for Store {
     }
 
     async fn heartbeat(&self, lease: &Lease, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<bool> {
-        let n = on_pool!(self, pool => {
+        let n = writing!(self, pool => {
             sqlx::query(
                 "UPDATE jobs SET locked_until = $1, updated_at = $2
                  WHERE id = $3 AND state = 'running' AND locked_by = $4 AND attempts = $5 AND locked_until > $2",
@@ -141,7 +151,7 @@ impl JobStore for Store {
     }
 
     async fn complete(&self, lease: &Lease, now: DateTime<Utc>) -> StoreResult<bool> {
-        let n = on_pool!(self, pool => {
+        let n = writing!(self, pool => {
             sqlx::query(
                 "UPDATE jobs SET state = 'completed', finished_at = $1, updated_at = $1,
                      locked_by = NULL, locked_until = NULL
@@ -166,7 +176,7 @@ impl JobStore for Store {
         retry_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<FailOutcome>> {
-        let state: Option<String> = on_pool!(self, pool => {
+        let state: Option<String> = writing!(self, pool => {
             sqlx::query_scalar(
                 "UPDATE jobs SET
                      state = CASE WHEN $1 OR attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,
@@ -189,7 +199,7 @@ impl JobStore for Store {
     }
 
     async fn reap_expired(&self, now: DateTime<Utc>) -> StoreResult<Vec<(JobId, JobState)>> {
-        let rows: Vec<(i64, String)> = on_pool!(self, pool => {
+        let rows: Vec<(i64, String)> = writing!(self, pool => {
             sqlx::query_as(
                 "UPDATE jobs SET
                      state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,
@@ -210,7 +220,7 @@ impl JobStore for Store {
     }
 
     async fn prune_finished(&self, before: DateTime<Utc>) -> StoreResult<u64> {
-        let n = on_pool!(self, pool => {
+        let n = writing!(self, pool => {
             sqlx::query("DELETE FROM jobs WHERE state IN ('completed', 'dead') AND finished_at < $1")
                 .bind(before)
                 .execute(pool)
@@ -221,7 +231,7 @@ impl JobStore for Store {
     }
 
     async fn job(&self, tenant: TenantId, id: JobId) -> StoreResult<Option<JobSnapshot>> {
-        Ok(on_pool!(self, pool => {
+        Ok(reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id
                  FROM jobs WHERE tenant_id = $1 AND id = $2",
@@ -238,7 +248,7 @@ impl JobStore for Store {
         tenant: TenantId,
         conversation: ConversationId,
     ) -> StoreResult<Vec<JobSnapshot>> {
-        Ok(on_pool!(self, pool => {
+        Ok(reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id
                  FROM jobs WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
@@ -251,7 +261,7 @@ impl JobStore for Store {
     }
 
     async fn count_jobs(&self, tenant: TenantId) -> StoreResult<i64> {
-        Ok(on_pool!(self, pool => {
+        Ok(reading!(self, pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE tenant_id = $1")
                 .bind(tenant.0)
                 .fetch_one(pool)

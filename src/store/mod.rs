@@ -3,7 +3,7 @@
 //! Invariants:
 //! - SQL is written once where the dialects agree (`$N` placeholders, `ON CONFLICT`,
 //!   `RETURNING`, `CASE` instead of `GREATEST`); the few differences are explicit through
-//!   [`Dialect`]: SQLite write transactions start with `BEGIN IMMEDIATE` (a deferred one that
+//!   [`Dialect`] and the two pool macros: SQLite write transactions start with `BEGIN IMMEDIATE` (a deferred one that
 //!   reads first fails with `SQLITE_BUSY_SNAPSHOT` under concurrency), PostgreSQL claims use
 //!   `FOR UPDATE SKIP LOCKED`.
 //! - Every timestamp is bound from Rust, never SQL-side `now()`: SQLite compares them as text.
@@ -55,7 +55,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 #[derive(Clone, Debug)]
 pub enum Pool {
-    Sqlite(SqlitePool),
+    /// SQLite has one writer at a time: writes queue fairly on a single connection instead of
+    /// spinning on `SQLITE_BUSY`, while readers use their own pool (WAL lets them run alongside).
+    Sqlite { read: SqlitePool, write: SqlitePool },
     Postgres(PgPool),
 }
 
@@ -65,17 +67,28 @@ pub struct Store {
     pub(crate) pool: Pool,
 }
 
-/// Runs the same body against whichever pool the store holds; the body is type-checked once
-/// per backend, so one SQL text serves both.
-macro_rules! on_pool {
+/// Runs a read-only body against the store's reading pool. The body is type-checked once per
+/// backend, so one SQL text serves both.
+macro_rules! reading {
     ($store:expr, $pool:ident => $body:expr) => {
         match &$store.pool {
-            $crate::store::Pool::Sqlite($pool) => $body,
+            $crate::store::Pool::Sqlite { read: $pool, .. } => $body,
             $crate::store::Pool::Postgres($pool) => $body,
         }
     };
 }
-pub(crate) use on_pool;
+pub(crate) use reading;
+
+/// Runs a body that writes against the store's writing pool.
+macro_rules! writing {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            $crate::store::Pool::Sqlite { write: $pool, .. } => $body,
+            $crate::store::Pool::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use writing;
 
 /// The explicit dialect differences, implemented by each pool type.
 pub(crate) trait Dialect {
@@ -134,12 +147,17 @@ impl Store {
             .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(SQLITE_BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options.clone())
+            .await?;
+        let read = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
-        Ok(Self { pool: Pool::Sqlite(pool) })
+        Ok(Self { pool: Pool::Sqlite { read, write } })
     }
 
     pub async fn connect_postgres(options: PgConnectOptions, max_connections: u32) -> StoreResult<Self> {
@@ -153,14 +171,14 @@ impl Store {
 
     pub fn backend(&self) -> &'static str {
         match self.pool {
-            Pool::Sqlite(_) => "sqlite",
+            Pool::Sqlite { .. } => "sqlite",
             Pool::Postgres(_) => "postgres",
         }
     }
 
     pub async fn migrate(&self) -> StoreResult<()> {
         match &self.pool {
-            Pool::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await?,
+            Pool::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
             Pool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
         }
         Ok(())
@@ -169,11 +187,11 @@ impl Store {
     /// True when the database answers and every embedded migration has been applied.
     pub async fn is_ready(&self) -> StoreResult<bool> {
         let latest = match &self.pool {
-            Pool::Sqlite(_) => SQLITE_MIGRATIONS.iter().map(|m| m.version).max(),
+            Pool::Sqlite { .. } => SQLITE_MIGRATIONS.iter().map(|m| m.version).max(),
             Pool::Postgres(_) => POSTGRES_MIGRATIONS.iter().map(|m| m.version).max(),
         }
         .unwrap_or(0);
-        let applied: Option<i64> = on_pool!(self, pool => {
+        let applied: Option<i64> = reading!(self, pool => {
             sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
                 .fetch_one(pool)
                 .await
@@ -182,6 +200,12 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        on_pool!(self, pool => pool.close().await)
+        match &self.pool {
+            Pool::Sqlite { read, write } => {
+                read.close().await;
+                write.close().await;
+            }
+            Pool::Postgres(pool) => pool.close().await,
+        }
     }
 }

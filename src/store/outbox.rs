@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Dialect, Store, StoreError, StoreResult, on_pool};
+use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{OutboundId, PhoneE164, TenantId};
 use crate::outbox::{ClaimedOutbound, NewOutbound, OutboundRecord};
 use crate::whatsapp::webhook::StatusUpdate;
@@ -75,7 +75,7 @@ type ClaimRow = (i64, i64, String, Option<String>, Option<String>, Json<Outbound
 
 impl OutboxStore for Store {
     async fn enqueue_outbound(&self, new: &NewOutbound, now: DateTime<Utc>) -> StoreResult<Option<OutboundId>> {
-        let id: Option<i64> = on_pool!(self, pool => {
+        let id: Option<i64> = writing!(self, pool => {
             sqlx::query_scalar(
                 "INSERT INTO outbound_messages
                      (tenant_id, conversation_id, idempotency_key, to_wa_id, to_user_id, message, status,
@@ -103,7 +103,19 @@ impl OutboxStore for Store {
         now: DateTime<Utc>,
         grace_until: DateTime<Utc>,
     ) -> StoreResult<Option<ClaimedOutbound>> {
-        let row: Option<ClaimRow> = on_pool!(self, pool => {
+        let due: Option<i32> = reading!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT 1 FROM outbound_messages
+                 WHERE status IN ('pending', 'sending', 'unknown') AND next_attempt_at <= $1 LIMIT 1",
+            )
+            .bind(now)
+            .fetch_optional(pool)
+            .await
+        })?;
+        if due.is_none() {
+            return Ok(None);
+        }
+        let row: Option<ClaimRow> = writing!(self, pool => {
             // One statement: atomic on both engines.
             let sql = pool.pick(claim_outbound_sql!(""), claim_outbound_sql!("FOR UPDATE SKIP LOCKED"));
             sqlx::query_as(sql).bind(grace_until).bind(now).fetch_optional(pool).await
@@ -123,7 +135,7 @@ impl OutboxStore for Store {
     }
 
     async fn mark_sent(&self, tenant: TenantId, id: OutboundId, wamid: &str, now: DateTime<Utc>) -> StoreResult<()> {
-        on_pool!(self, pool => {
+        writing!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET
                      status = CASE WHEN status IN ('pending', 'sending', 'unknown') THEN 'sent' ELSE status END,
@@ -154,7 +166,7 @@ impl OutboxStore for Store {
             RescheduleAs::Pending => "pending",
             RescheduleAs::Unknown => "unknown",
         };
-        let n = on_pool!(self, pool => {
+        let n = writing!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET status = $1, last_error = $2, next_attempt_at = $3, updated_at = $4
                  WHERE tenant_id = $5 AND id = $6 AND attempts = $7 AND status = 'sending'",
@@ -179,7 +191,7 @@ impl OutboxStore for Store {
         reason: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = on_pool!(self, pool => {
+        let n = writing!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET status = 'failed', last_error = $1, updated_at = $2
                  WHERE tenant_id = $3 AND id = $4 AND attempts = $5 AND status = 'sending'",
@@ -197,7 +209,7 @@ impl OutboxStore for Store {
     }
 
     async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool> {
-        let n = on_pool!(self, pool => {
+        let n = writing!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET
                      status = $1, provider_message_id = COALESCE(provider_message_id, $2),
@@ -222,7 +234,7 @@ impl OutboxStore for Store {
     }
 
     async fn list_outbound(&self, tenant: TenantId) -> StoreResult<Vec<OutboundRecord>> {
-        Ok(on_pool!(self, pool => {
+        Ok(reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at
                  FROM outbound_messages WHERE tenant_id = $1 ORDER BY id",

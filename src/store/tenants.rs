@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Dialect, Store, StoreError, StoreResult, on_pool};
+use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::config::Secret;
 use crate::domain::{PhoneE164, TenantId};
 use crate::tenant::{ApplyOutcome, Tenant, TenantSpec};
@@ -50,7 +50,7 @@ impl TryFrom<TenantRow> for Tenant {
 
 impl TenantStore for Store {
     async fn apply_tenant(&self, spec: &TenantSpec, now: DateTime<Utc>) -> StoreResult<ApplyOutcome> {
-        on_pool!(self, pool => {
+        writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let existing: Option<i64> = sqlx::query_scalar("SELECT id FROM tenants WHERE slug = $1")
                 .bind(&spec.slug)
@@ -122,7 +122,7 @@ impl TenantStore for Store {
     }
 
     async fn tenant_by_phone_number_id(&self, phone_number_id: &str) -> StoreResult<Option<Tenant>> {
-        let row: Option<TenantRow> = on_pool!(self, pool => {
+        let row: Option<TenantRow> = reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, slug, name, timezone, phone_number_id, access_token FROM tenants WHERE phone_number_id = $1",
             )
@@ -134,7 +134,7 @@ impl TenantStore for Store {
     }
 
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<Tenant>> {
-        let row: Option<TenantRow> = on_pool!(self, pool => {
+        let row: Option<TenantRow> = reading!(self, pool => {
             sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token FROM tenants WHERE slug = $1")
                 .bind(slug)
                 .fetch_optional(pool)
@@ -144,7 +144,7 @@ impl TenantStore for Store {
     }
 
     async fn tenant(&self, id: TenantId) -> StoreResult<Option<Tenant>> {
-        let row: Option<TenantRow> = on_pool!(self, pool => {
+        let row: Option<TenantRow> = reading!(self, pool => {
             sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token FROM tenants WHERE id = $1")
                 .bind(id.0)
                 .fetch_optional(pool)
@@ -154,7 +154,7 @@ impl TenantStore for Store {
     }
 
     async fn staff(&self, tenant: TenantId) -> StoreResult<Vec<PhoneE164>> {
-        let phones: Vec<String> = on_pool!(self, pool => {
+        let phones: Vec<String> = reading!(self, pool => {
             sqlx::query_scalar("SELECT phone FROM staff WHERE tenant_id = $1 ORDER BY phone")
                 .bind(tenant.0)
                 .fetch_all(pool)
@@ -164,7 +164,7 @@ impl TenantStore for Store {
     }
 
     async fn any_tenant_has_token(&self) -> StoreResult<bool> {
-        let n: i64 = on_pool!(self, pool => {
+        let n: i64 = reading!(self, pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM tenants WHERE access_token IS NOT NULL AND access_token <> ''")
                 .fetch_one(pool)
                 .await

@@ -1,0 +1,269 @@
+//! Webhook intake benchmark: the real server binary (a child process) under signed
+//! one-message webhooks from 32 connections with 10% duplicates, next to the same SQL
+//! statements issued directly through the store at the same concurrency (the ceiling).
+//!
+//! `cargo bench --bench intake` runs SQLite; set `BALCAO_BENCH_POSTGRES_URL` (a server URL; the
+//! bench creates and drops the database `balcao_bench`) to add PostgreSQL. Turn processing is
+//! pushed out of the measurement window (a long debounce), so this measures intake alone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use balcao::config::DatabaseUrl;
+use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
+use balcao::jobs::TurnTiming;
+use balcao::store::{InboundStore, Store, TenantStore};
+use balcao::tenant::TenantSpec;
+use chrono::{TimeDelta, Utc};
+
+const CONNECTIONS: usize = 32;
+const MESSAGES: usize = 20_000;
+const DUPLICATE_EVERY: usize = 10;
+const RATE_PER_SECOND: usize = 1_000;
+const RATE_SECONDS: usize = 10;
+const SECRET: &str = "bench-secret";
+const PHONE_NUMBER_ID: &str = "106540352242922";
+
+fn tenant_spec() -> TenantSpec {
+    TenantSpec::parse(&format!(
+        "name = \"Bench\"\nslug = \"bench\"\ntimezone = \"America/Sao_Paulo\"\n[whatsapp]\nphone_number_id = \"{PHONE_NUMBER_ID}\"\n"
+    ))
+    .expect("tenant spec")
+}
+
+/// The i-th message: every tenth repeats an earlier id (a redelivery).
+fn wamid(run: &str, i: usize) -> String {
+    let n = if i % DUPLICATE_EVERY == DUPLICATE_EVERY - 1 { i / 2 } else { i };
+    format!("wamid.{run}.{n}")
+}
+
+fn wa_id(i: usize) -> String {
+    format!("55119{:08}", i % 5_000)
+}
+
+fn payload(run: &str, i: usize) -> Vec<u8> {
+    let from = wa_id(i);
+    serde_json::to_vec(&serde_json::json!({
+        "object": "whatsapp_business_account",
+        "entry": [{ "id": "102290129340398", "changes": [{ "field": "messages", "value": {
+            "messaging_product": "whatsapp",
+            "metadata": { "display_phone_number": "15550783881", "phone_number_id": PHONE_NUMBER_ID },
+            "contacts": [{ "profile": { "name": "Cliente" }, "wa_id": from }],
+            "messages": [{ "from": from, "id": wamid(run, i), "timestamp": "1749416383", "type": "text",
+                           "text": { "body": "quero marcar um corte amanhã às 14h" } }]
+        }}]}]
+    }))
+    .expect("json")
+}
+
+struct Stats {
+    count: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Stats {
+    fn throughput(&self) -> f64 {
+        self.count as f64 / self.elapsed.as_secs_f64()
+    }
+    fn percentile(&self, p: f64) -> Duration {
+        let mut sorted = self.latencies.clone();
+        sorted.sort();
+        sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+    }
+    fn ms(d: Duration) -> String {
+        format!("{:.2}", d.as_secs_f64() * 1000.0)
+    }
+}
+
+/// Runs `count` operations from `CONNECTIONS` tasks, each as soon as possible, or paced at
+/// `rate` per second (latency then counts from the scheduled start: no coordinated omission).
+async fn drive<F, Fut>(count: usize, rate: Option<usize>, op: F) -> Stats
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CONNECTIONS {
+        let (op, next) = (op.clone(), next.clone());
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    return latencies;
+                }
+                let scheduled = match rate {
+                    Some(r) => {
+                        let at = start + Duration::from_secs_f64(i as f64 / r as f64);
+                        tokio::time::sleep_until(at.into()).await;
+                        at
+                    }
+                    None => Instant::now(),
+                };
+                op(i).await;
+                latencies.push(scheduled.elapsed());
+            }
+        });
+    }
+    let mut latencies = Vec::with_capacity(count);
+    while let Some(l) = tasks.join_next().await {
+        latencies.extend(l.expect("task"));
+    }
+    Stats { count, elapsed: start.elapsed(), latencies }
+}
+
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+async fn fresh_store(url: &str) -> Store {
+    let store = Store::connect(&DatabaseUrl::new(url), 40).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    store.apply_tenant(&tenant_spec(), Utc::now()).await.expect("tenant");
+    store
+}
+
+async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String {
+    // Ceiling: the statements the webhook issues per message (tenant lookup + the intake
+    // transaction), straight through the store.
+    let store = fresh_store(&make_url("direct")).await;
+    let timing = TurnTiming { debounce: TimeDelta::minutes(10), debounce_max: TimeDelta::minutes(20), max_attempts: 5 };
+    let direct = {
+        let store = store.clone();
+        drive(MESSAGES, None, move |i| {
+            let store = store.clone();
+            let timing = timing.clone();
+            async move {
+                let tenant = store.tenant_by_phone_number_id(PHONE_NUMBER_ID).await.expect("lookup").expect("tenant");
+                let message = NewInbound {
+                    provider_message_id: wamid("direct", i),
+                    contact: ContactIdentity {
+                        wa_id: Some(balcao::domain::PhoneE164::parse(&wa_id(i)).expect("phone")),
+                        user_id: None,
+                        username: None,
+                        profile_name: Some("Cliente".into()),
+                    },
+                    content: InboundContent::Text { body: "quero marcar um corte amanhã às 14h".into() },
+                    context_id: None,
+                    sent_at: None,
+                    raw: serde_json::json!({ "id": wamid("direct", i) }),
+                };
+                store.record_inbound(tenant.id, &message, &timing, Utc::now()).await.expect("record");
+            }
+        })
+        .await
+    };
+    store.close().await;
+
+    // The server, as a separate process.
+    let url = make_url("server");
+    fresh_store(&url).await.close().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let dir = tempfile::tempdir().expect("dir");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_balcao"))
+        .current_dir(dir.path())
+        .env("DATABASE_URL", &url)
+        .env("BALCAO_ADDR", format!("127.0.0.1:{port}"))
+        .env("WHATSAPP_APP_SECRET", SECRET)
+        .env("BALCAO_DEBOUNCE_MS", "600000")
+        .env("BALCAO_DEBOUNCE_MAX_MS", "1200000")
+        .env("BALCAO_DB_MAX_CONNECTIONS", "40")
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start server");
+    let pid = child.id().expect("pid");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder().pool_max_idle_per_host(CONNECTIONS).build().expect("client");
+    for _ in 0..200 {
+        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let idle_rss = rss_kb(pid, "VmRSS:");
+
+    let bodies: Arc<Vec<(Vec<u8>, String)>> = Arc::new(
+        (0..MESSAGES + RATE_PER_SECOND * RATE_SECONDS)
+            .map(|i| {
+                let body = payload("http", i);
+                let signature = balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body);
+                (body, signature)
+            })
+            .collect(),
+    );
+    let post = {
+        let (client, bodies, base) = (client.clone(), bodies.clone(), base.clone());
+        move |i: usize| {
+            let (client, bodies, base) = (client.clone(), bodies.clone(), base.clone());
+            async move {
+                let (body, signature) = &bodies[i];
+                let response = client
+                    .post(format!("{base}/webhooks/whatsapp"))
+                    .header("content-type", "application/json")
+                    .header("x-hub-signature-256", signature)
+                    .body(body.clone())
+                    .send()
+                    .await
+                    .expect("post");
+                assert_eq!(response.status(), 200);
+            }
+        }
+    };
+    let http = drive(MESSAGES, None, post.clone()).await;
+    let paced = drive(RATE_PER_SECOND * RATE_SECONDS, Some(RATE_PER_SECOND), move |i| post(MESSAGES + i)).await;
+    let peak_rss = rss_kb(pid, "VmHWM:");
+    child.kill().await.expect("stop server");
+
+    let ratio = http.throughput() / direct.throughput() * 100.0;
+    format!(
+        "| {name} | direct statements (ceiling) | {:.0} | {} | {} | | |\n\
+         | {name} | server, max rate | {:.0} | {} | {} | {ratio:.0}% of ceiling | |\n\
+         | {name} | server, paced at {RATE_PER_SECOND}/s | {:.0} | {} | {} | | idle {:.1} MB, peak {:.1} MB |\n",
+        direct.throughput(),
+        Stats::ms(direct.percentile(0.5)),
+        Stats::ms(direct.percentile(0.99)),
+        http.throughput(),
+        Stats::ms(http.percentile(0.5)),
+        Stats::ms(http.percentile(0.99)),
+        paced.throughput(),
+        Stats::ms(paced.percentile(0.5)),
+        Stats::ms(paced.percentile(0.99)),
+        idle_rss as f64 / 1024.0,
+        peak_rss as f64 / 1024.0,
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let mut table = String::from(
+        "| backend | what | msgs/s | p50 ms | p99 ms | vs ceiling | server RSS |\n|---|---|---|---|---|---|---|\n",
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let root = dir.path().to_owned();
+    table += &bench_backend("SQLite", |which| format!("sqlite://{}/{which}.db", root.display())).await;
+
+    if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
+        let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
+        let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
+        for which in ["direct", "server"] {
+            let db = format!("balcao_bench_{which}");
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}"))).execute(&admin).await.expect("drop");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.expect("create");
+        }
+        table += &bench_backend("PostgreSQL", |which| format!("{base}/balcao_bench_{which}")).await;
+    } else {
+        eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
+    }
+    println!("\n{table}");
+}
