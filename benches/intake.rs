@@ -14,10 +14,18 @@ use balcao::config::DatabaseUrl;
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
 use balcao::jobs::TurnTiming;
 use balcao::store::{InboundStore, Store, TenantStore};
-use balcao::tenant::TenantSpec;
+use balcao::tenant::{TenantDirectory, TenantSpec};
 use chrono::{TimeDelta, Utc};
 
 const CONNECTIONS: usize = 32;
+/// Database connections of the server and of the direct run (the same for both).
+fn pool_size() -> u32 {
+    std::env::var("BENCH_POOL").ok().and_then(|v| v.parse().ok()).unwrap_or(16)
+}
+
+fn connections() -> usize {
+    std::env::var("BENCH_CONNECTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(CONNECTIONS)
+}
 const MESSAGES: usize = 20_000;
 const DUPLICATE_EVERY: usize = 10;
 const RATE_PER_SECOND: usize = 1_000;
@@ -88,7 +96,7 @@ where
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..CONNECTIONS {
+    for _ in 0..connections() {
         let (op, next) = (op.clone(), next.clone());
         tasks.spawn(async move {
             let mut latencies = Vec::new();
@@ -126,24 +134,25 @@ fn rss_kb(pid: u32, field: &str) -> u64 {
 }
 
 async fn fresh_store(url: &str) -> Store {
-    let store = Store::connect(&DatabaseUrl::new(url), 40).await.expect("connect");
+    let store = Store::connect(&DatabaseUrl::new(url), pool_size()).await.expect("connect");
     store.migrate().await.expect("migrate");
     store.apply_tenant(&tenant_spec(), Utc::now()).await.expect("tenant");
     store
 }
 
 async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String {
-    // Ceiling: the statements the webhook issues per message (tenant lookup + the intake
-    // transaction), straight through the store.
+    // Ceiling: the statements the webhook issues per message (the cached tenant lookup, the
+    // contact read and the intake write), straight through the store.
     let store = fresh_store(&make_url("direct")).await;
     let timing = TurnTiming { debounce: TimeDelta::minutes(10), debounce_max: TimeDelta::minutes(20), max_attempts: 5 };
     let direct = {
         let store = store.clone();
+        let tenants = Arc::new(TenantDirectory::default());
         drive(MESSAGES, None, move |i| {
-            let store = store.clone();
+            let (store, tenants) = (store.clone(), tenants.clone());
             let timing = timing.clone();
             async move {
-                let tenant = store.tenant_by_phone_number_id(PHONE_NUMBER_ID).await.expect("lookup").expect("tenant");
+                let tenant = tenants.by_phone_number_id(&store, PHONE_NUMBER_ID).await.expect("lookup").expect("tenant");
                 let message = NewInbound {
                     provider_message_id: wamid("direct", i),
                     contact: ContactIdentity {
@@ -176,7 +185,7 @@ async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String 
         .env("WHATSAPP_APP_SECRET", SECRET)
         .env("BALCAO_DEBOUNCE_MS", "600000")
         .env("BALCAO_DEBOUNCE_MAX_MS", "1200000")
-        .env("BALCAO_DB_MAX_CONNECTIONS", "40")
+        .env("BALCAO_DB_MAX_CONNECTIONS", pool_size().to_string())
         .env("RUST_LOG", "warn")
         .kill_on_drop(true)
         .spawn()

@@ -89,6 +89,7 @@ impl App {
         );
         let state = AppState {
             store: store.clone(),
+            tenants: Default::default(),
             metrics: metrics.clone(),
             app_secret: config.whatsapp.app_secret.clone(),
             verify_token: config.whatsapp.verify_token.clone(),

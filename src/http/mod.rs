@@ -21,6 +21,7 @@ use crate::config::Secret;
 use crate::jobs::TurnTiming;
 use crate::metrics::Metrics;
 use crate::store::Store;
+use crate::tenant::TenantDirectory;
 
 /// Meta sends webhook payloads of up to 3 MB (axum's default limit is 2 MB).
 pub const WEBHOOK_BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -31,6 +32,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    pub tenants: Arc<TenantDirectory>,
     pub metrics: Metrics,
     pub app_secret: Secret,
     pub verify_token: Option<Secret>,

@@ -46,7 +46,7 @@ pub async fn receive(State(state): State<AppState>, headers: HeaderMap, body: By
         state.metrics.webhook_parse_errors.inc();
         ApiError::BadRequest(format!("body is not JSON: {e}"))
     })?;
-    let report = ingest(&state.store, &state.metrics, &state.timing, &value).await;
+    let report = ingest(&state.store, &state.tenants, &state.metrics, &state.timing, &value).await;
     if report.stored > 0 {
         state.wake_workers.notify_one();
     }

@@ -6,8 +6,8 @@ use serde_json::Value;
 use super::NewInbound;
 use crate::jobs::TurnTiming;
 use crate::metrics::Metrics;
-use crate::store::{InboundStore, OutboxStore, Recorded, Store, StoreError, TenantStore};
-use crate::tenant::Tenant;
+use crate::store::{InboundStore, OutboxStore, Recorded, Store, StoreError};
+use crate::tenant::{Tenant, TenantDirectory};
 use crate::whatsapp::webhook::{StatusUpdate, parse_batch};
 
 /// What a body contained and what became of it.
@@ -24,7 +24,13 @@ pub struct IngestReport {
 }
 
 /// Processes every element of `body`; one failure never drops its siblings.
-pub async fn ingest(store: &Store, metrics: &Metrics, timing: &TurnTiming, body: &Value) -> IngestReport {
+pub async fn ingest(
+    store: &Store,
+    tenants: &TenantDirectory,
+    metrics: &Metrics,
+    timing: &TurnTiming,
+    body: &Value,
+) -> IngestReport {
     let batch = parse_batch(body);
     let mut report = IngestReport { parse_errors: batch.errors.len(), ..Default::default() };
     for error in &batch.errors {
@@ -32,7 +38,7 @@ pub async fn ingest(store: &Store, metrics: &Metrics, timing: &TurnTiming, body:
         tracing::warn!(%error, "skipped a malformed webhook element");
     }
     for change in batch.changes {
-        let tenant = match store.tenant_by_phone_number_id(&change.phone_number_id).await {
+        let tenant = match tenants.by_phone_number_id(store, &change.phone_number_id).await {
             Ok(Some(tenant)) => tenant,
             Ok(None) => {
                 metrics.inbound_unknown_tenant.inc();

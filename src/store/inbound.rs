@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::{Dialect, Pool, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
 use crate::inbound::{ContactIdentity, ConversationContact, InboundMessage, NewInbound};
 use crate::jobs::TurnTiming;
@@ -13,6 +13,35 @@ use crate::jobs::TurnTiming;
 pub enum Recorded {
     New { conversation: ConversationId, job: JobId },
     Duplicate,
+}
+
+/// Binds: $1 tenant, $2 conversation, $3 provider id, $4 kind, $5 body, $6 reply id,
+/// $7 context id, $8 sent at, $9 now, $10 raw.
+macro_rules! insert_inbound_sql {
+    () => {
+        "INSERT INTO inbound_messages
+             (tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at, received_at, raw)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+         ON CONFLICT (tenant_id, provider_message_id) DO NOTHING
+         RETURNING id"
+    };
+}
+
+/// Creates the conversation's pending turn, or pushes its start back but never past the
+/// debounce deadline. `$rows` supplies (tenant, conversation, state, run_at, deadline,
+/// attempts, max_attempts, created_at, updated_at).
+macro_rules! upsert_turn_sql {
+    ($rows:literal) => {
+        concat!(
+            "INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, attempts, max_attempts, created_at, updated_at) ",
+            $rows,
+            " ON CONFLICT (tenant_id, conversation_id) WHERE state = 'available' DO UPDATE SET
+                 run_at = CASE WHEN excluded.run_at < jobs.debounce_deadline
+                               THEN excluded.run_at ELSE jobs.debounce_deadline END,
+                 updated_at = excluded.updated_at
+             RETURNING id"
+        )
+    };
 }
 
 #[derive(sqlx::FromRow)]
@@ -54,50 +83,73 @@ impl InboundStore for Store {
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
         let conversation = self.ensure_conversation(tenant, &message.contact, now).await?;
-        writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let inserted: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO inbound_messages
-                     (tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at, received_at, raw)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-                 ON CONFLICT (tenant_id, provider_message_id) DO NOTHING
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(conversation.0)
-            .bind(&message.provider_message_id)
-            .bind(message.content.kind())
-            .bind(message.content.body())
-            .bind(message.content.reply_id())
-            .bind(message.context_id.as_deref())
-            .bind(message.sent_at)
-            .bind(now)
-            .bind(Json(&message.raw))
-            .fetch_optional(&mut *tx)
-            .await?;
-            if inserted.is_none() {
-                tx.rollback().await?;
-                return Ok(Recorded::Duplicate);
+        let (job, debounce_deadline) = (now + timing.debounce, now + timing.debounce_max);
+        let job: Option<i64> = match &self.pool {
+            Pool::Postgres(pool) => {
+                // One statement, atomic on its own: the job is upserted only when the message
+                // row was inserted, so a duplicate writes nothing.
+                sqlx::query_scalar(concat!(
+                    "WITH inserted AS (",
+                    insert_inbound_sql!(),
+                    ") ",
+                    upsert_turn_sql!("SELECT $1, $2, 'available', $11, $12, 0, $13, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"),
+                ))
+                .bind(tenant.0)
+                .bind(conversation.0)
+                .bind(&message.provider_message_id)
+                .bind(message.content.kind())
+                .bind(message.content.body())
+                .bind(message.content.reply_id())
+                .bind(message.context_id.as_deref())
+                .bind(message.sent_at)
+                .bind(now)
+                .bind(Json(&message.raw))
+                .bind(job)
+                .bind(debounce_deadline)
+                .bind(i64::from(timing.max_attempts))
+                .fetch_optional(pool)
+                .await?
             }
-            let job: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, attempts, max_attempts, created_at, updated_at)
-                 VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)
-                 ON CONFLICT (tenant_id, conversation_id) WHERE state = 'available' DO UPDATE SET
-                     run_at = CASE WHEN excluded.run_at < jobs.debounce_deadline
-                                   THEN excluded.run_at ELSE jobs.debounce_deadline END,
-                     updated_at = excluded.updated_at
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(conversation.0)
-            .bind(now + timing.debounce)
-            .bind(now + timing.debounce_max)
-            .bind(i64::from(timing.max_attempts))
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(Recorded::New { conversation, job: JobId(job) })
+            Pool::Sqlite { write: pool, .. } => {
+                // SQLite has no data-modifying CTEs: the same two statements in one transaction.
+                let mut tx = pool.begin_write().await?;
+                let inserted: Option<i64> = sqlx::query_scalar(insert_inbound_sql!())
+                    .bind(tenant.0)
+                    .bind(conversation.0)
+                    .bind(&message.provider_message_id)
+                    .bind(message.content.kind())
+                    .bind(message.content.body())
+                    .bind(message.content.reply_id())
+                    .bind(message.context_id.as_deref())
+                    .bind(message.sent_at)
+                    .bind(now)
+                    .bind(Json(&message.raw))
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                match inserted {
+                    None => {
+                        tx.rollback().await?;
+                        None
+                    }
+                    Some(_) => {
+                        let job: i64 = sqlx::query_scalar(upsert_turn_sql!("VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)"))
+                            .bind(tenant.0)
+                            .bind(conversation.0)
+                            .bind(job)
+                            .bind(debounce_deadline)
+                            .bind(i64::from(timing.max_attempts))
+                            .bind(now)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                        tx.commit().await?;
+                        Some(job)
+                    }
+                }
+            }
+        };
+        Ok(match job {
+            Some(job) => Recorded::New { conversation, job: JobId(job) },
+            None => Recorded::Duplicate,
         })
     }
 

@@ -32,6 +32,8 @@ use crate::config::DatabaseUrl;
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
+/// How often the SQLite write-ahead log is folded back into the database file.
+const SQLITE_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// SQLite waits this long for the single writer before giving up with `database is locked`.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// A pool that cannot hand out a connection for this long is a failure, not a queue.
@@ -147,16 +149,19 @@ impl Store {
             .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(SQLITE_BUSY_TIMEOUT);
+        // The writer never checkpoints (that would put an fsync inside some unlucky commit);
+        // a background task does it without blocking the writer.
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options.clone())
+            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await?;
         let read = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
+        tokio::spawn(checkpoint_wal(read.clone()));
         Ok(Self { pool: Pool::Sqlite { read, write } })
     }
 
@@ -206,6 +211,21 @@ impl Store {
                 write.close().await;
             }
             Pool::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+/// Folds the SQLite WAL into the database until the pool closes. PASSIVE never waits for
+/// readers or the writer; whatever it cannot copy now it copies on a later round.
+async fn checkpoint_wal(pool: SqlitePool) {
+    let mut tick = tokio::time::interval(SQLITE_CHECKPOINT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !pool.is_closed() {
+        tick.tick().await;
+        if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&pool).await
+            && !pool.is_closed()
+        {
+            tracing::warn!(error = %e, "SQLite checkpoint failed");
         }
     }
 }

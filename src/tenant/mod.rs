@@ -1,8 +1,10 @@
 //! Tenants: the businesses served by one server, declared in TOML files and applied with
 //! `balcao tenant apply FILE.toml`.
 
+mod directory;
 mod file;
 
+pub use directory::TenantDirectory;
 pub use file::{TenantFileError, TenantSpec};
 
 use chrono_tz::Tz;
