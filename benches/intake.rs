@@ -152,7 +152,8 @@ async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String 
             let (store, tenants) = (store.clone(), tenants.clone());
             let timing = timing.clone();
             async move {
-                let tenant = tenants.by_phone_number_id(&store, PHONE_NUMBER_ID).await.expect("lookup").expect("tenant");
+                let tenant =
+                    tenants.by_phone_number_id(&store, PHONE_NUMBER_ID).await.expect("lookup").expect("tenant");
                 let message = NewInbound {
                     provider_message_id: wamid("direct", i),
                     contact: ContactIdentity {
@@ -267,7 +268,10 @@ async fn main() {
         let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
         for which in ["direct", "server"] {
             let db = format!("balcao_bench_{which}");
-            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}"))).execute(&admin).await.expect("drop");
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}")))
+                .execute(&admin)
+                .await
+                .expect("drop");
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.expect("create");
         }
         table += &bench_backend("PostgreSQL", |which| format!("{base}/balcao_bench_{which}")).await;

@@ -92,7 +92,9 @@ impl InboundStore for Store {
                     "WITH inserted AS (",
                     insert_inbound_sql!(),
                     ") ",
-                    upsert_turn_sql!("SELECT $1, $2, 'available', $11, $12, 0, $13, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"),
+                    upsert_turn_sql!(
+                        "SELECT $1, $2, 'available', $11, $12, 0, $13, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
+                    ),
                 ))
                 .bind(tenant.0)
                 .bind(conversation.0)
@@ -132,15 +134,16 @@ impl InboundStore for Store {
                         None
                     }
                     Some(_) => {
-                        let job: i64 = sqlx::query_scalar(upsert_turn_sql!("VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)"))
-                            .bind(tenant.0)
-                            .bind(conversation.0)
-                            .bind(job)
-                            .bind(debounce_deadline)
-                            .bind(i64::from(timing.max_attempts))
-                            .bind(now)
-                            .fetch_one(&mut *tx)
-                            .await?;
+                        let job: i64 =
+                            sqlx::query_scalar(upsert_turn_sql!("VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)"))
+                                .bind(tenant.0)
+                                .bind(conversation.0)
+                                .bind(job)
+                                .bind(debounce_deadline)
+                                .bind(i64::from(timing.max_attempts))
+                                .bind(now)
+                                .fetch_one(&mut *tx)
+                                .await?;
                         tx.commit().await?;
                         Some(job)
                     }

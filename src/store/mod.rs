@@ -59,7 +59,10 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub enum Pool {
     /// SQLite has one writer at a time: writes queue fairly on a single connection instead of
     /// spinning on `SQLITE_BUSY`, while readers use their own pool (WAL lets them run alongside).
-    Sqlite { read: SqlitePool, write: SqlitePool },
+    Sqlite {
+        read: SqlitePool,
+        write: SqlitePool,
+    },
     Postgres(PgPool),
 }
 
