@@ -75,7 +75,8 @@ impl App {
             handler,
             config.queue.clone(),
             metrics.clone(),
-        );
+        )
+        .with_ledger_retention(config.ledger.retention);
         let client = GraphClient::new(&config.whatsapp.api_url, config.outbox.http_timeout)
             .context("failed to build the HTTP client")?;
         let sender = OutboxSender::new(

@@ -114,6 +114,14 @@ pub struct QueueConfig {
 }
 
 #[derive(Debug, Clone)]
+pub struct LedgerConfig {
+    /// How long an attempt at a side effect holds its key before another may take over.
+    pub lease: Duration,
+    /// Settled ledger rows are kept this long (at least the booking horizon), then pruned.
+    pub retention: Duration,
+}
+
+#[derive(Debug, Clone)]
 pub struct OutboxConfig {
     /// How long a send whose response was lost waits for a status webhook before resending.
     pub grace: Duration,
@@ -129,6 +137,7 @@ pub struct Config {
     pub whatsapp: WhatsAppConfig,
     pub queue: QueueConfig,
     pub outbox: OutboxConfig,
+    pub ledger: LedgerConfig,
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
 }
@@ -244,6 +253,10 @@ impl Config {
             max_attempts: r.positive("BALCAO_OUTBOX_MAX_ATTEMPTS", 8, "attempts") as u32,
             http_timeout: Duration::from_secs(r.positive("BALCAO_HTTP_TIMEOUT_SECONDS", 15, "seconds")),
         };
+        let ledger = LedgerConfig {
+            lease: Duration::from_secs(r.positive("BALCAO_LEDGER_LEASE_SECONDS", 120, "seconds")),
+            retention: Duration::from_secs(86_400 * r.positive("BALCAO_LEDGER_RETENTION_DAYS", 30, "days")),
+        };
         let shutdown_grace = Duration::from_secs(r.positive("BALCAO_SHUTDOWN_GRACE_SECONDS", 20, "seconds"));
         let log_format = match r.string("BALCAO_LOG_FORMAT").as_deref() {
             None | Some("text") => LogFormat::Text,
@@ -257,7 +270,7 @@ impl Config {
         if !r.problems.is_empty() {
             return Err(ConfigError(r.problems));
         }
-        Ok(Self { database_url, db_max_connections, addr, whatsapp, queue, outbox, shutdown_grace, log_format })
+        Ok(Self { database_url, db_max_connections, addr, whatsapp, queue, outbox, ledger, shutdown_grace, log_format })
     }
 }
 

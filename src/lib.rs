@@ -12,12 +12,15 @@
 //!   sent, so a retried turn cannot send twice ([`outbox`]);
 //! - every query is scoped by tenant ([`store`]).
 
+pub mod agent;
 pub mod app;
+pub mod booking;
 pub mod config;
 pub mod domain;
 pub mod http;
 pub mod inbound;
 pub mod jobs;
+pub mod ledger;
 pub mod messages;
 pub mod metrics;
 pub mod outbox;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use balcao::app::App;
 use balcao::config::Config;
-use balcao::store::{Store, TenantStore};
+use balcao::store::{BookingStore, Store, TenantStore};
 use balcao::tenant::{ApplyOutcome, TenantSpec};
 use clap::{Parser, Subcommand};
 
@@ -64,10 +64,13 @@ async fn main() -> anyhow::Result<()> {
                 TenantSpec::parse(&text).with_context(|| format!("{} is not a valid tenant file", file.display()))?;
             let store = open_store(&config).await?;
             let outcome = store.apply_tenant(&spec, chrono::Utc::now()).await?;
-            match outcome {
-                ApplyOutcome::Created(id) => println!("created tenant {} (id {id})", spec.slug),
-                ApplyOutcome::Updated(id) => println!("updated tenant {} (id {id})", spec.slug),
-                ApplyOutcome::Unchanged(id) => println!("tenant {} (id {id}) is unchanged", spec.slug),
+            let catalog_changed = store.apply_catalog(outcome.id(), &spec.catalog).await?;
+            match (outcome, catalog_changed) {
+                (ApplyOutcome::Created(id), _) => println!("created tenant {} (id {id})", spec.slug),
+                (ApplyOutcome::Updated(id), _) | (ApplyOutcome::Unchanged(id), true) => {
+                    println!("updated tenant {} (id {id})", spec.slug)
+                }
+                (ApplyOutcome::Unchanged(id), false) => println!("tenant {} (id {id}) is unchanged", spec.slug),
             }
             Ok(())
         }

@@ -14,7 +14,7 @@ use super::{Backoff, ClaimedJob, FailOutcome, JobState, to_delta};
 use crate::config::QueueConfig;
 use crate::domain::JobId;
 use crate::metrics::Metrics;
-use crate::store::{InboundStore, JobStore, Store, TenantStore};
+use crate::store::{InboundStore, JobStore, LedgerStore, Store, TenantStore};
 use crate::turn::{Turn, TurnHandler};
 
 /// How often a pool runs maintenance (reap expired leases, prune finished jobs) at most.
@@ -55,6 +55,8 @@ pub struct Worker {
     handler: Arc<dyn TurnHandler>,
     config: QueueConfig,
     metrics: Metrics,
+    /// Settled ledger rows older than this are pruned by `maintain`.
+    ledger_retention: Option<Duration>,
 }
 
 enum Ran {
@@ -64,7 +66,13 @@ enum Ran {
 
 impl Worker {
     pub fn new(id: String, store: Store, handler: Arc<dyn TurnHandler>, config: QueueConfig, metrics: Metrics) -> Self {
-        Self { id, store, handler, config, metrics }
+        Self { id, store, handler, config, metrics, ledger_retention: None }
+    }
+
+    /// Also prune the tool ledger during maintenance.
+    pub fn with_ledger_retention(mut self, retention: Duration) -> Self {
+        self.ledger_retention = Some(retention);
+        self
     }
 
     pub fn id(&self) -> &str {
@@ -188,6 +196,12 @@ impl Worker {
         let pruned = self.store.prune_finished(now - to_delta(self.config.retention)).await?;
         if pruned > 0 {
             tracing::info!(pruned, "pruned finished jobs");
+        }
+        if let Some(retention) = self.ledger_retention {
+            let pruned = self.store.prune_executions(now - to_delta(retention)).await?;
+            if pruned > 0 {
+                tracing::info!(pruned, "pruned settled ledger rows");
+            }
         }
         Ok(())
     }

@@ -10,8 +10,10 @@
 //! - Every query names the tenant it works for.
 //! - Each method is one complete unit of work with its transaction inside.
 
+mod booking;
 mod inbound;
 mod jobs;
+mod ledger;
 mod outbox;
 mod tenants;
 
@@ -22,8 +24,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool, Transaction};
 
+pub use booking::{BookingStore, NewAppointment};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::JobStore;
+pub use ledger::{LedgerStore, NewExecution, Settlement};
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use tenants::TenantStore;
 

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use crate::booking::BookingSettings;
 use crate::config::Secret;
 use crate::domain::{PhoneE164, TenantId};
 use crate::tenant::{ApplyOutcome, Tenant, TenantSpec};
@@ -28,6 +29,9 @@ struct TenantRow {
     timezone: String,
     phone_number_id: String,
     access_token: Option<String>,
+    min_notice_minutes: i64,
+    horizon_days: i64,
+    slot_step_minutes: i64,
 }
 
 impl TryFrom<TenantRow> for Tenant {
@@ -44,6 +48,11 @@ impl TryFrom<TenantRow> for Tenant {
             timezone,
             phone_number_id: row.phone_number_id,
             access_token: row.access_token.map(Secret::new),
+            booking: BookingSettings {
+                min_notice_minutes: row.min_notice_minutes.try_into().unwrap_or(0),
+                horizon_days: row.horizon_days.try_into().unwrap_or(0),
+                slot_step_minutes: row.slot_step_minutes.try_into().unwrap_or(30),
+            },
         })
     }
 }
@@ -124,7 +133,7 @@ impl TenantStore for Store {
     async fn tenant_by_phone_number_id(&self, phone_number_id: &str) -> StoreResult<Option<Tenant>> {
         let row: Option<TenantRow> = reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, slug, name, timezone, phone_number_id, access_token FROM tenants WHERE phone_number_id = $1",
+                "SELECT id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes FROM tenants WHERE phone_number_id = $1",
             )
             .bind(phone_number_id)
             .fetch_optional(pool)
@@ -135,7 +144,7 @@ impl TenantStore for Store {
 
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<Tenant>> {
         let row: Option<TenantRow> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token FROM tenants WHERE slug = $1")
+            sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes FROM tenants WHERE slug = $1")
                 .bind(slug)
                 .fetch_optional(pool)
                 .await
@@ -145,7 +154,7 @@ impl TenantStore for Store {
 
     async fn tenant(&self, id: TenantId) -> StoreResult<Option<Tenant>> {
         let row: Option<TenantRow> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token FROM tenants WHERE id = $1")
+            sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes FROM tenants WHERE id = $1")
                 .bind(id.0)
                 .fetch_optional(pool)
                 .await

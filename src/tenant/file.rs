@@ -7,8 +7,10 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::booking::catalog::DAYS;
+use crate::booking::{BookingSettings, CatalogSpec, ProfessionalSpec, ServiceSpec, WeeklyHours};
 use crate::config::Secret;
-use crate::domain::PhoneE164;
+use crate::domain::{Cents, PhoneE164};
 
 /// A validated tenant file.
 #[derive(Debug, Clone)]
@@ -20,6 +22,7 @@ pub struct TenantSpec {
     pub access_token: Option<Secret>,
     /// Numbers allowed to confirm merchant actions.
     pub staff: BTreeSet<PhoneE164>,
+    pub catalog: CatalogSpec,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +42,48 @@ struct RawFile {
     whatsapp: RawWhatsApp,
     #[serde(default)]
     staff: Vec<Spanned<String>>,
+    #[serde(default)]
+    booking: RawBooking,
+    #[serde(default)]
+    services: Vec<RawService>,
+    #[serde(default)]
+    professionals: Vec<RawProfessional>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawBooking {
+    min_notice_minutes: Option<u32>,
+    horizon_days: Option<u32>,
+    slot_step_minutes: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawService {
+    name: Spanned<String>,
+    duration_minutes: Spanned<u32>,
+    price: Spanned<String>,
+    #[serde(default)]
+    buffer_minutes: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfessional {
+    name: Spanned<String>,
+    services: Vec<Spanned<String>>,
+    #[serde(default)]
+    hours: std::collections::BTreeMap<Spanned<String>, Vec<Spanned<String>>>,
+    #[serde(default)]
+    time_off: Vec<RawTimeOff>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimeOff {
+    from: Spanned<String>,
+    to: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -91,6 +136,7 @@ impl TenantSpec {
             let phone = PhoneE164::parse(entry.get_ref()).map_err(|e| invalid(entry.span(), format!("staff: {e}")))?;
             staff.insert(phone);
         }
+        let catalog = parse_catalog(&raw, &invalid)?;
         Ok(Self {
             slug,
             name,
@@ -98,8 +144,82 @@ impl TenantSpec {
             phone_number_id,
             access_token: raw.whatsapp.access_token.filter(|t| !t.trim().is_empty()).map(Secret::new),
             staff,
+            catalog,
         })
     }
+}
+
+fn parse_catalog(
+    raw: &RawFile,
+    invalid: &impl Fn(std::ops::Range<usize>, String) -> TenantFileError,
+) -> Result<CatalogSpec, TenantFileError> {
+    let defaults = BookingSettings::default();
+    let settings = BookingSettings {
+        min_notice_minutes: raw.booking.min_notice_minutes.unwrap_or(defaults.min_notice_minutes),
+        horizon_days: raw.booking.horizon_days.unwrap_or(defaults.horizon_days),
+        slot_step_minutes: raw.booking.slot_step_minutes.unwrap_or(defaults.slot_step_minutes).max(5),
+    };
+    let mut services: Vec<ServiceSpec> = Vec::new();
+    for s in &raw.services {
+        let name = s.name.get_ref().trim().to_owned();
+        if name.is_empty() || services.iter().any(|o| o.name == name) {
+            return Err(invalid(s.name.span(), format!("service name {name:?} is empty or repeated")));
+        }
+        if !(5..=24 * 60).contains(s.duration_minutes.get_ref()) {
+            return Err(invalid(s.duration_minutes.span(), "duration_minutes must be between 5 and 1440".into()));
+        }
+        let price = Cents::parse_brl(s.price.get_ref()).map_err(|e| invalid(s.price.span(), e.to_string()))?;
+        services.push(ServiceSpec {
+            name,
+            duration_minutes: *s.duration_minutes.get_ref(),
+            buffer_minutes: s.buffer_minutes,
+            price,
+        });
+    }
+    let mut professionals: Vec<ProfessionalSpec> = Vec::new();
+    for p in &raw.professionals {
+        let name = p.name.get_ref().trim().to_owned();
+        if name.is_empty() || professionals.iter().any(|o| o.name == name) {
+            return Err(invalid(p.name.span(), format!("professional name {name:?} is empty or repeated")));
+        }
+        let mut offered = Vec::new();
+        for service in &p.services {
+            if !services.iter().any(|s| &s.name == service.get_ref()) {
+                return Err(invalid(service.span(), format!("{:?} is not a service of this file", service.get_ref())));
+            }
+            offered.push(service.get_ref().clone());
+        }
+        let mut hours = WeeklyHours::default();
+        for (day, ranges) in &p.hours {
+            let weekday = DAYS
+                .iter()
+                .find(|(n, _)| n == day.get_ref())
+                .ok_or_else(|| {
+                    invalid(day.span(), format!("{:?} is not a day (mon, tue, wed, thu, fri, sat, sun)", day.get_ref()))
+                })?
+                .1;
+            let parsed = ranges
+                .iter()
+                .map(|r| WeeklyHours::parse_range(r.get_ref()).map_err(|e| invalid(r.span(), e)))
+                .collect::<Result<Vec<_>, _>>()?;
+            hours.set_day(weekday, parsed).map_err(|e| invalid(day.span(), e))?;
+        }
+        let mut time_off = Vec::new();
+        for off in &p.time_off {
+            let at = |v: &Spanned<String>| {
+                chrono::NaiveDateTime::parse_from_str(v.get_ref(), "%Y-%m-%dT%H:%M").map_err(|_| {
+                    invalid(v.span(), format!("{:?} is not a local date-time YYYY-MM-DDTHH:MM", v.get_ref()))
+                })
+            };
+            let (from, to) = (at(&off.from)?, at(&off.to)?);
+            if from >= to {
+                return Err(invalid(off.from.span(), "time_off ends before it starts".into()));
+            }
+            time_off.push((from, to));
+        }
+        professionals.push(ProfessionalSpec { name, services: offered, hours, time_off });
+    }
+    Ok(CatalogSpec { settings, services, professionals })
 }
 
 fn line_of(text: &str, offset: usize) -> usize {

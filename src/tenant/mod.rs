@@ -9,6 +9,7 @@ pub use file::{TenantFileError, TenantSpec};
 
 use chrono_tz::Tz;
 
+use crate::booking::BookingSettings;
 use crate::config::Secret;
 use crate::domain::TenantId;
 
@@ -21,6 +22,7 @@ pub struct Tenant {
     pub phone_number_id: String,
     /// Overrides `WHATSAPP_ACCESS_TOKEN` for this tenant's number.
     pub access_token: Option<Secret>,
+    pub booking: BookingSettings,
 }
 
 /// What applying a tenant file did.
@@ -29,4 +31,12 @@ pub enum ApplyOutcome {
     Created(TenantId),
     Updated(TenantId),
     Unchanged(TenantId),
+}
+
+impl ApplyOutcome {
+    pub fn id(self) -> TenantId {
+        match self {
+            Self::Created(id) | Self::Updated(id) | Self::Unchanged(id) => id,
+        }
+    }
 }

@@ -1,0 +1,4 @@
+//! The agent's side of the boundary: the tools it may call. Read tools run directly; write
+//! tools run through the idempotent executor (`crate::ledger`).
+
+pub mod tools;

@@ -1,0 +1,59 @@
+//! The tool registry. Names and inputs are a contract with the model (and the guided agent):
+//! `list_services`, `check_availability`, `list_my_bookings` read; `create_booking`,
+//! `cancel_booking`, `reschedule_booking` write through the ledger.
+
+mod bookings;
+mod catalog;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde_json::{Value, json};
+
+pub use bookings::{CancelBooking, CreateBooking, ListMyBookings, RescheduleBooking};
+pub use catalog::{CheckAvailability, ListServices};
+
+use crate::booking::{Appointment, Professional, Service};
+use crate::ledger::{Tool, ToolFailure};
+use crate::store::{Store, StoreError};
+
+/// Every tool, in the order the model sees them.
+pub fn booking_tools(store: &Store) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ListServices { store: store.clone() }),
+        Arc::new(CheckAvailability { store: store.clone() }),
+        Arc::new(ListMyBookings { store: store.clone() }),
+        Arc::new(CreateBooking { store: store.clone() }),
+        Arc::new(CancelBooking { store: store.clone() }),
+        Arc::new(RescheduleBooking { store: store.clone() }),
+    ]
+}
+
+/// A store failure is transient: nothing was decided, the next attempt may succeed.
+pub(crate) fn transient(e: StoreError) -> ToolFailure {
+    ToolFailure::Transient(format!("storage error: {e}"))
+}
+
+pub(crate) fn permanent(message: impl Into<String>, details: Value) -> ToolFailure {
+    ToolFailure::Permanent { message: message.into(), details }
+}
+
+/// RFC 3339 in the tenant's zone: what the model repeats to the customer.
+pub(crate) fn local(tz: Tz, at: DateTime<Utc>) -> String {
+    at.with_timezone(&tz).to_rfc3339()
+}
+
+pub(crate) fn booking_json(a: &Appointment, services: &[Service], professionals: &[Professional], tz: Tz) -> Value {
+    json!({
+        "booking_id": a.id,
+        "service_id": a.service_id,
+        "service": services.iter().find(|s| s.id == a.service_id).map(|s| s.name.as_str()),
+        "professional_id": a.professional_id,
+        "professional": professionals.iter().find(|p| p.id == a.professional_id).map(|p| p.name.as_str()),
+        "starts_at": local(tz, a.starts_at),
+        "ends_at": local(tz, a.ends_at),
+        "price": a.price().to_decimal(),
+        "status": a.status,
+    })
+}

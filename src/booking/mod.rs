@@ -1,0 +1,49 @@
+//! The booking domain: a tenant's catalog (services, professionals, weekly hours, time off),
+//! availability in the tenant's time zone, and appointments.
+//!
+//! Invariants:
+//! - instants are stored in UTC; hours and time off are wall-clock times in the tenant's IANA
+//!   zone, converted per day (so daylight-saving changes and -02/-03/-04 zones just work);
+//! - no two active (`held`, `confirmed`) appointments of one professional overlap, enforced by
+//!   the database (PostgreSQL `EXCLUDE`, SQLite trigger under its single writer), never by a
+//!   check in Rust alone; a violation is a `SlotTaken` the agent can explain;
+//! - an appointment carries the ledger key that created it, so a re-run of the same booking
+//!   finds it instead of creating another.
+
+pub mod availability;
+pub(crate) mod catalog;
+
+pub use catalog::{BookingSettings, CatalogSpec, Professional, ProfessionalSpec, Service, ServiceSpec, WeeklyHours};
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::Cents;
+
+/// An appointment as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct Appointment {
+    pub id: i64,
+    pub contact_id: i64,
+    pub service_id: i64,
+    pub professional_id: i64,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub status: String,
+    pub price_cents: i64,
+}
+
+impl Appointment {
+    pub fn price(&self) -> Cents {
+        Cents(self.price_cents)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BookingError {
+    #[error("that time was just taken")]
+    SlotTaken,
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}

@@ -1,0 +1,313 @@
+//! Runs tools: reads directly, writes through the ledger.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+
+use super::key::{KeyScope, LedgerKey, derive_key, fingerprint};
+use super::spec::{Effect, InputError, NormalizedArgs, ToolSpec};
+use super::{ExecutionRecord, LedgerState};
+use crate::domain::{ContactId, ConversationId, JobId};
+use crate::jobs::to_delta;
+use crate::store::{LedgerStore, NewExecution, Settlement, Store};
+use crate::tenant::Tenant;
+
+/// Losing a race to take over can repeat only so often before we report "in progress".
+const MAX_DECISION_ROUNDS: usize = 4;
+
+/// Who is asking, in which conversation and turn.
+#[derive(Debug, Clone)]
+pub struct CallContext<'a> {
+    pub tenant: &'a Tenant,
+    pub customer: ContactId,
+    pub conversation: ConversationId,
+    pub turn: Option<JobId>,
+    /// The provider id of the turn's newest inbound message (per-turn keys).
+    pub trigger_message_id: Option<&'a str>,
+    /// Kept for tracing only; never part of a key.
+    pub tool_use_id: Option<&'a str>,
+    pub now: DateTime<Utc>,
+}
+
+/// Which attempt at a key a handler is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    pub generation: i64,
+    /// `OutcomeUnknown` tells the handler to look the effect up before creating it.
+    pub previous: Option<LedgerState>,
+}
+
+/// What a handler gets.
+#[derive(Debug, Clone)]
+pub struct ToolCall<'a> {
+    pub ctx: &'a CallContext<'a>,
+    pub args: &'a NormalizedArgs,
+    /// For writes: the ledger key, to pass on to outside systems.
+    pub key: Option<&'a LedgerKey>,
+    pub attempt: Option<Attempt>,
+}
+
+/// How a handler failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolFailure {
+    /// Will not succeed if repeated (slot taken, booking not found). Stored and replayed.
+    Permanent { message: String, details: Value },
+    /// Nothing happened; the next attempt runs the handler again.
+    Transient(String),
+    /// An outside call timed out after it may have taken effect.
+    Unknown(String),
+}
+
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &'static ToolSpec;
+    async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure>;
+}
+
+/// What the agent is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Executed(Value),
+    AlreadyDone(Value),
+    AlreadyInProgress,
+    Conflict {
+        existing: Value,
+        existing_result: Option<Value>,
+        hint: &'static str,
+    },
+    Failed {
+        error: String,
+        details: Value,
+    },
+    Retryable {
+        error: String,
+    },
+    /// The input was refused before anything ran.
+    Invalid(InputError),
+}
+
+impl Outcome {
+    /// JSON the model can act on.
+    pub fn to_model_json(&self) -> Value {
+        match self {
+            Self::Executed(result) => result.clone(),
+            Self::AlreadyDone(result) => {
+                let mut v = object(result);
+                v["already_done"] = json!(true);
+                v["note"] =
+                    json!("This was already done earlier with the same details. Report it as done; do not call again.");
+                v
+            }
+            Self::AlreadyInProgress => json!({
+                "already_in_progress": true,
+                "note": "The same request is being carried out right now. Do not call this tool again; tell the customer it is being processed.",
+            }),
+            Self::Conflict { existing, existing_result, hint } => json!({
+                "conflict": true,
+                "error": "A request for the same thing already exists with different details.",
+                "existing_request": existing,
+                "existing_result": existing_result,
+                "what_to_do": hint,
+            }),
+            Self::Failed { error, details } => json!({ "error": error, "details": details, "retryable": false }),
+            Self::Retryable { error } => json!({
+                "error": error,
+                "retryable": true,
+                "note": "Nothing was done. You may call again with the same arguments.",
+            }),
+            Self::Invalid(e) => json!({ "error": format!("invalid input: {e}"), "retryable": false }),
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        matches!(self, Self::Conflict { .. } | Self::Failed { .. } | Self::Retryable { .. } | Self::Invalid(_))
+    }
+}
+
+fn object(v: &Value) -> Value {
+    if v.is_object() { v.clone() } else { json!({ "result": v }) }
+}
+
+/// What to do with an existing row.
+enum Decision {
+    Replay(Outcome),
+    TakeOver,
+}
+
+#[derive(Clone)]
+pub struct Executor {
+    store: Store,
+    lease: Duration,
+}
+
+impl Executor {
+    pub fn new(store: Store, lease: Duration) -> Self {
+        Self { store, lease }
+    }
+
+    /// Runs `tool` with `input`. Store failures are errors (the turn retries); everything about
+    /// the call itself is an [`Outcome`].
+    pub async fn execute(&self, tool: &dyn Tool, ctx: &CallContext<'_>, input: &Value) -> anyhow::Result<Outcome> {
+        let spec = tool.spec();
+        let args = match spec.normalize(input) {
+            Ok(args) => args,
+            Err(e) => return Ok(Outcome::Invalid(e)),
+        };
+        let Effect::Write { policy, on_conflict } = spec.effect else {
+            let call = ToolCall { ctx, args: &args, key: None, attempt: None };
+            return Ok(match tool.run(&call).await {
+                Ok(v) => Outcome::Executed(v),
+                Err(ToolFailure::Permanent { message, details }) => Outcome::Failed { error: message, details },
+                Err(ToolFailure::Transient(e) | ToolFailure::Unknown(e)) => Outcome::Retryable { error: e },
+            });
+        };
+        let scope =
+            KeyScope { tenant: ctx.tenant.id, customer: ctx.customer, trigger_message_id: ctx.trigger_message_id };
+        let key = derive_key(spec.name, policy, &scope, &spec.identity(&args))?;
+        let fingerprint = fingerprint(&args);
+        let arguments = args.to_value();
+        let tenant = ctx.tenant.id;
+        let lease_until = ctx.now + to_delta(self.lease);
+
+        for _ in 0..MAX_DECISION_ROUNDS {
+            let new = NewExecution {
+                tenant,
+                key: &key,
+                tool: spec.name,
+                fingerprint: &fingerprint,
+                arguments: &arguments,
+                conversation: ctx.conversation,
+                contact: ctx.customer,
+                turn: ctx.turn,
+                tool_use_id: ctx.tool_use_id,
+            };
+            if let Some(id) = self.store.reserve_execution(&new, ctx.now, lease_until).await? {
+                tracing::info!(tool = spec.name, %key, "executing");
+                let attempt = Attempt { generation: 1, previous: None };
+                return self.hold_and_run(tool, ctx, &args, &key, id, attempt).await;
+            }
+            let Some(row) = self.store.execution(tenant, &key).await? else {
+                continue; // pruned between our insert and read: try again
+            };
+            match decide(&row, &fingerprint, ctx.now, on_conflict) {
+                Decision::Replay(outcome) => {
+                    self.store.count_replay(tenant, row.id).await?;
+                    tracing::info!(tool = spec.name, %key, status = %row.status, "repeat answered from the ledger");
+                    return Ok(outcome);
+                }
+                Decision::TakeOver => {
+                    let taken = self
+                        .store
+                        .take_over_execution(
+                            tenant,
+                            row.id,
+                            row.generation,
+                            &fingerprint,
+                            &arguments,
+                            ctx.now,
+                            lease_until,
+                        )
+                        .await?;
+                    if let Some(generation) = taken {
+                        tracing::warn!(tool = spec.name, %key, generation, previous = %row.status, "took over");
+                        let attempt = Attempt { generation, previous: row.state() };
+                        return self.hold_and_run(tool, ctx, &args, &key, row.id, attempt).await;
+                    }
+                }
+            }
+        }
+        Ok(Outcome::AlreadyInProgress)
+    }
+
+    /// Runs the handler while renewing the lease, then stores the outcome under the same
+    /// generation.
+    async fn hold_and_run(
+        &self,
+        tool: &dyn Tool,
+        ctx: &CallContext<'_>,
+        args: &NormalizedArgs,
+        key: &LedgerKey,
+        id: i64,
+        attempt: Attempt,
+    ) -> anyhow::Result<Outcome> {
+        let started = Instant::now();
+        let clock = || ctx.now + to_delta(started.elapsed());
+        let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt) };
+        let tenant = ctx.tenant.id;
+        let renew = async {
+            loop {
+                tokio::time::sleep(self.lease / 3).await;
+                let now = clock();
+                match self.store.renew_execution(tenant, id, attempt.generation, now, now + to_delta(self.lease)).await
+                {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => tracing::warn!(error = %e, "ledger lease renewal failed"),
+                }
+            }
+        };
+        let result = tokio::select! {
+            r = tool.run(&call) => r,
+            () = renew => {
+                tracing::warn!(%key, "lost the ledger lease while running; another attempt owns it");
+                return Ok(Outcome::AlreadyInProgress);
+            }
+        };
+        let (settlement, outcome) = match &result {
+            Ok(value) => (
+                Settlement { state: LedgerState::Succeeded, result: Some(value), error: None },
+                Outcome::Executed(value.clone()),
+            ),
+            Err(ToolFailure::Permanent { message, details }) => (
+                Settlement { state: LedgerState::FailedPermanent, result: Some(details), error: Some(message) },
+                Outcome::Failed { error: message.clone(), details: details.clone() },
+            ),
+            Err(ToolFailure::Transient(e)) => (
+                Settlement { state: LedgerState::FailedTransient, result: None, error: Some(e) },
+                Outcome::Retryable { error: e.clone() },
+            ),
+            Err(ToolFailure::Unknown(e)) => (
+                Settlement { state: LedgerState::OutcomeUnknown, result: None, error: Some(e) },
+                Outcome::Retryable { error: format!("the outcome is unknown ({e}); the next attempt checks first") },
+            ),
+        };
+        if self.store.settle_execution(tenant, id, attempt.generation, &settlement, clock()).await? {
+            Ok(outcome)
+        } else {
+            tracing::warn!(%key, "lease lost before the outcome could be stored");
+            Ok(Outcome::AlreadyInProgress)
+        }
+    }
+}
+
+fn decide(row: &ExecutionRecord, fingerprint: &str, now: DateTime<Utc>, hint: &'static str) -> Decision {
+    let state = row.state();
+    let same = row.fingerprint == fingerprint;
+    // A transient failure left nothing behind, so a changed request may take its place.
+    if !same && state != Some(LedgerState::FailedTransient) {
+        return Decision::Replay(Outcome::Conflict {
+            existing: row.arguments.0.clone(),
+            existing_result: row.result.as_ref().map(|r| r.0.clone()),
+            hint,
+        });
+    }
+    match state {
+        Some(LedgerState::Succeeded) => {
+            Decision::Replay(Outcome::AlreadyDone(row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null)))
+        }
+        Some(LedgerState::FailedPermanent) => Decision::Replay(Outcome::Failed {
+            error: row.error.clone().unwrap_or_default(),
+            details: row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null),
+        }),
+        Some(LedgerState::Running) if row.locked_until.is_some_and(|until| until > now) => {
+            Decision::Replay(Outcome::AlreadyInProgress)
+        }
+        Some(LedgerState::Running | LedgerState::FailedTransient | LedgerState::OutcomeUnknown) => Decision::TakeOver,
+        None => Decision::Replay(Outcome::Failed {
+            error: format!("unknown ledger state {}", row.status),
+            details: Value::Null,
+        }),
+    }
+}

@@ -1,0 +1,97 @@
+//! The idempotent tool executor: every side effect the agent asks for happens at most once,
+//! however often the model, the queue or the customer repeats the request.
+//!
+//! Invariants:
+//! - only write tools pass through here; a write's key comes from business identity
+//!   ([`key`]), never from the `tool_use_id`;
+//! - a call reserves its key with insert-or-ignore on `agent_tool_executions` (unique per
+//!   tenant); only the winner runs the handler;
+//! - a repeat gets the stored outcome (`already_done`, or the permanent failure) without the
+//!   handler running again; a call under the same key with different arguments is a
+//!   `conflict`, never a silent replay; a call while another attempt holds the lease is
+//!   `already_in_progress`;
+//! - a lease (`locked_until`) is renewed only by its holder; taking over an expired attempt, a
+//!   transient failure or an unknown outcome is one conditional update that bumps
+//!   `generation`, and storing an outcome requires the generation it was started with, so a
+//!   worker that lost its lease cannot overwrite; duplicates never touch the lease;
+//! - the handler receives the key and the attempt (generation, previous state), so it can pass
+//!   the key to outside systems and, after an unknown outcome, look the effect up before
+//!   creating it again.
+//!
+//! Where this goes beyond the designs in `reference/idempotency-anchors.md`: typed, versioned
+//! normalization (Powertools hashes raw JSON), a fingerprint conflict that explains itself
+//! (agent-ledger replays a changed request silently; Stripe only errors), fenced takeover that
+//! duplicates cannot starve (agent-ledger's duplicates refresh the lease), transient failures
+//! that re-run while permanent ones replay (agent-ledger replays every failure forever;
+//! Powertools deletes on any exception), and a first-class `outcome_unknown`.
+
+mod executor;
+mod key;
+pub mod normalize;
+mod spec;
+
+pub use executor::{Attempt, CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
+pub use key::{KeyScope, LedgerKey, MissingTrigger, derive_key, fingerprint};
+pub use normalize::{FieldKind, NORMALIZATION_VERSION};
+pub use spec::{Effect, FieldSpec, InputError, KeyPolicy, NormalizedArgs, ToolSpec};
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+
+/// The state of one ledger row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerState {
+    Running,
+    Succeeded,
+    FailedTransient,
+    FailedPermanent,
+    /// An outside call timed out: the effect may or may not exist.
+    OutcomeUnknown,
+}
+
+impl LedgerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::FailedTransient => "failed_transient",
+            Self::FailedPermanent => "failed_permanent",
+            Self::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => Self::Running,
+            "succeeded" => Self::Succeeded,
+            "failed_transient" => Self::FailedTransient,
+            "failed_permanent" => Self::FailedPermanent,
+            "outcome_unknown" => Self::OutcomeUnknown,
+            _ => return None,
+        })
+    }
+}
+
+/// A ledger row as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ExecutionRecord {
+    pub id: i64,
+    pub idempotency_key: String,
+    pub tool: String,
+    pub fingerprint: String,
+    pub arguments: Json<serde_json::Value>,
+    pub status: String,
+    pub result: Option<Json<serde_json::Value>>,
+    pub error: Option<String>,
+    pub generation: i64,
+    pub locked_until: Option<DateTime<Utc>>,
+    pub replay_count: i64,
+    pub tool_use_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl ExecutionRecord {
+    pub fn state(&self) -> Option<LedgerState> {
+        LedgerState::parse(&self.status)
+    }
+}

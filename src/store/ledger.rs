@@ -1,0 +1,258 @@
+//! The ledger's statements. See `crate::ledger` for the invariants they uphold.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::types::Json;
+
+use super::{Store, StoreResult, reading, writing};
+use crate::domain::{ContactId, ConversationId, JobId, TenantId};
+use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
+
+/// A reservation to insert.
+#[derive(Debug, Clone)]
+pub struct NewExecution<'a> {
+    pub tenant: TenantId,
+    pub key: &'a LedgerKey,
+    pub tool: &'a str,
+    pub fingerprint: &'a str,
+    pub arguments: &'a Value,
+    pub conversation: ConversationId,
+    pub contact: ContactId,
+    pub turn: Option<JobId>,
+    pub tool_use_id: Option<&'a str>,
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone)]
+pub struct Settlement<'a> {
+    pub state: LedgerState,
+    pub result: Option<&'a Value>,
+    pub error: Option<&'a str>,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait LedgerStore {
+    /// Inserts a `running` row holding the lease at generation 1; `None` if the key exists.
+    async fn reserve_execution(
+        &self,
+        new: &NewExecution<'_>,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<i64>>;
+    async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
+    /// Takes over an expired attempt, a transient failure or an unknown outcome seen at
+    /// `generation`; returns the new generation, or `None` when another worker won.
+    #[allow(clippy::too_many_arguments)]
+    async fn take_over_execution(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        generation: i64,
+        fingerprint: &str,
+        arguments: &Value,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<i64>>;
+    /// Extends the lease; only the holder of `generation` can.
+    async fn renew_execution(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        generation: i64,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Stores the outcome; false when `generation` no longer holds the row.
+    async fn settle_execution(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        generation: i64,
+        settlement: &Settlement<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Counts a repeat. Never touches the lease.
+    async fn count_replay(&self, tenant: TenantId, id: i64) -> StoreResult<()>;
+    /// The conversation's writes, oldest first.
+    async fn executions_of_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Vec<ExecutionRecord>>;
+    /// Deletes settled rows older than `before`; running and unknown rows are kept.
+    async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64>;
+}
+
+impl LedgerStore for Store {
+    async fn reserve_execution(
+        &self,
+        new: &NewExecution<'_>,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<i64>> {
+        Ok(writing!(self, pool => {
+            sqlx::query_scalar(
+                "INSERT INTO agent_tool_executions
+                     (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
+                      tool_use_id, status, generation, locked_until, replay_count, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', 1, $10, 0, $11, $11)
+                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                 RETURNING id",
+            )
+            .bind(new.tenant.0)
+            .bind(new.key.as_str())
+            .bind(new.tool)
+            .bind(new.fingerprint)
+            .bind(Json(new.arguments))
+            .bind(new.conversation.0)
+            .bind(new.contact.0)
+            .bind(new.turn.map(|t| t.0))
+            .bind(new.tool_use_id)
+            .bind(lease_until)
+            .bind(now)
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
+                        locked_until, replay_count, tool_use_id, created_at
+                 FROM agent_tool_executions WHERE tenant_id = $1 AND idempotency_key = $2",
+            )
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn take_over_execution(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        generation: i64,
+        fingerprint: &str,
+        arguments: &Value,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<i64>> {
+        Ok(writing!(self, pool => {
+            sqlx::query_scalar(
+                "UPDATE agent_tool_executions SET
+                     generation = generation + 1, status = 'running', locked_until = $1, updated_at = $2,
+                     fingerprint = $3, arguments = $4
+                 WHERE tenant_id = $5 AND id = $6 AND generation = $7
+                   AND (status IN ('failed_transient', 'outcome_unknown') OR (status = 'running' AND locked_until <= $2))
+                 RETURNING generation",
+            )
+            .bind(lease_until)
+            .bind(now)
+            .bind(fingerprint)
+            .bind(Json(arguments))
+            .bind(tenant.0)
+            .bind(id)
+            .bind(generation)
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn renew_execution(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        generation: i64,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let n = writing!(self, pool => {
+            sqlx::query(
+                "UPDATE agent_tool_executions SET locked_until = $1, updated_at = $2
+                 WHERE tenant_id = $3 AND id = $4 AND generation = $5 AND status = 'running' AND locked_until > $2",
+            )
+            .bind(until)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .bind(generation)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn settle_execution(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        generation: i64,
+        settlement: &Settlement<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let n = writing!(self, pool => {
+            sqlx::query(
+                "UPDATE agent_tool_executions SET status = $1, result = $2, error = $3, locked_until = NULL,
+                     updated_at = $4, completed_at = $4
+                 WHERE tenant_id = $5 AND id = $6 AND generation = $7 AND status = 'running'",
+            )
+            .bind(settlement.state.as_str())
+            .bind(settlement.result.map(Json))
+            .bind(settlement.error)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .bind(generation)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
+    }
+
+    async fn count_replay(&self, tenant: TenantId, id: i64) -> StoreResult<()> {
+        writing!(self, pool => {
+            sqlx::query("UPDATE agent_tool_executions SET replay_count = replay_count + 1 WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant.0)
+                .bind(id)
+                .execute(pool)
+                .await
+                .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    async fn executions_of_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Vec<ExecutionRecord>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
+                        locked_until, replay_count, tool_use_id, created_at
+                 FROM agent_tool_executions WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
+            )
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        Ok(writing!(self, pool => {
+            sqlx::query(
+                "DELETE FROM agent_tool_executions
+                 WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient') AND updated_at < $1",
+            )
+            .bind(before)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?)
+    }
+}
