@@ -83,6 +83,15 @@ fn overlap_or(e: sqlx::Error) -> BookingError {
 }
 
 #[derive(sqlx::FromRow)]
+struct ServiceRow {
+    id: i64,
+    name: String,
+    duration_minutes: i64,
+    buffer_minutes: i64,
+    price_cents: i64,
+}
+
+#[derive(sqlx::FromRow)]
 struct ProfessionalRow {
     id: i64,
     name: String,
@@ -219,11 +228,7 @@ impl BookingStore for Store {
     }
 
     async fn catalog(&self, tenant: TenantId) -> StoreResult<(Vec<Service>, Vec<Professional>)> {
-        let (services, professionals, links): (
-            Vec<(i64, String, i64, i64, i64)>,
-            Vec<ProfessionalRow>,
-            Vec<(i64, i64)>,
-        ) = reading!(self, pool => {
+        let (services, professionals, links): (Vec<ServiceRow>, Vec<ProfessionalRow>, Vec<(i64, i64)>) = reading!(self, pool => {
             let services = sqlx::query_as(
                 "SELECT id, name, duration_minutes, buffer_minutes, price_cents FROM services
                  WHERE tenant_id = $1 AND active ORDER BY id",
@@ -247,12 +252,12 @@ impl BookingStore for Store {
         });
         let services = services
             .into_iter()
-            .map(|(id, name, duration_minutes, buffer_minutes, price)| Service {
-                id,
-                name,
-                duration_minutes,
-                buffer_minutes,
-                price: Cents(price),
+            .map(|r| Service {
+                id: r.id,
+                name: r.name,
+                duration_minutes: r.duration_minutes,
+                buffer_minutes: r.buffer_minutes,
+                price: Cents(r.price_cents),
             })
             .collect::<Vec<_>>();
         let professionals = professionals
