@@ -89,7 +89,10 @@ BEGIN
     WHERE EXISTS (
         SELECT 1 FROM appointments a
         WHERE a.professional_id = NEW.professional_id AND a.status IN ('held', 'confirmed')
-          AND a.starts_at < NEW.ends_at AND NEW.starts_at < a.ends_at);
+          AND a.starts_at < NEW.ends_at AND NEW.starts_at < a.ends_at
+          -- BEFORE triggers run ahead of ON CONFLICT: a re-insert under the same key is a
+          -- no-op there, not an overlap.
+          AND NOT (a.tenant_id = NEW.tenant_id AND a.idempotency_key = NEW.idempotency_key));
 END;
 
 CREATE TRIGGER appointments_no_overlap_update BEFORE UPDATE OF starts_at, ends_at, status, professional_id ON appointments

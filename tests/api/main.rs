@@ -5,11 +5,14 @@
 mod common;
 mod fake_graph;
 
+mod booking;
 mod cli;
 mod concurrency;
 mod jobs;
+mod ledger;
 mod outbox;
 mod payloads;
 mod pipeline;
+mod scenario;
 mod tenants;
 mod webhook;

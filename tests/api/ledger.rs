@@ -1,0 +1,444 @@
+//! The executor, row by row of the duplication table, and the failures seen in the anchors.
+//! A probe tool stands in for a side effect: it counts runs and keeps an "outside system"
+//! keyed by the ledger key, so a test can tell one effect from two.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use balcao::ledger::{
+    Attempt, CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, LedgerKey, LedgerState, Outcome, Tool, ToolCall,
+    ToolFailure, ToolSpec,
+};
+use balcao::store::LedgerStore;
+use chrono::TimeDelta;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use crate::common::TestDb;
+use crate::contract;
+use crate::scenario::{Customer, LEASE, Scenario, now};
+
+#[derive(Clone)]
+enum Behaviour {
+    Succeed,
+    Transient,
+    Permanent,
+    /// Creates the effect, then times out.
+    UnknownAfterEffect,
+    /// Never returns (a worker that died mid-call).
+    Hang,
+    /// Waits for a permit, then succeeds.
+    Gate(Arc<Semaphore>),
+    Slow(Duration),
+}
+
+const FIELDS: &[FieldSpec] = &[
+    FieldSpec { name: "item", kind: FieldKind::Text, required: true, identity: true, description: "what" },
+    FieldSpec { name: "amount", kind: FieldKind::Money, required: false, identity: false, description: "how much" },
+];
+
+static BUSINESS: ToolSpec = ToolSpec {
+    name: "probe",
+    description: "test effect",
+    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "use another tool" },
+    fields: FIELDS,
+};
+
+static PER_TURN: ToolSpec = ToolSpec {
+    name: "probe_turn",
+    description: "test effect that may repeat in other turns",
+    effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "use another tool" },
+    fields: FIELDS,
+};
+
+struct Probe {
+    spec: &'static ToolSpec,
+    runs: AtomicUsize,
+    script: Mutex<VecDeque<Behaviour>>,
+    attempts: Mutex<Vec<Attempt>>,
+    /// The outside system: effects created per key.
+    effects: Mutex<HashMap<String, usize>>,
+}
+
+impl Probe {
+    fn new(spec: &'static ToolSpec, script: impl IntoIterator<Item = Behaviour>) -> Arc<Self> {
+        Arc::new(Self {
+            spec,
+            runs: AtomicUsize::new(0),
+            script: Mutex::new(script.into_iter().collect()),
+            attempts: Mutex::default(),
+            effects: Mutex::default(),
+        })
+    }
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+    fn effects(&self) -> usize {
+        self.effects.lock().unwrap().values().sum()
+    }
+}
+
+#[async_trait]
+impl Tool for Probe {
+    fn spec(&self) -> &'static ToolSpec {
+        self.spec
+    }
+
+    async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        let attempt = call.attempt.expect("writes carry their attempt");
+        self.attempts.lock().unwrap().push(attempt);
+        let key = call.key.expect("writes carry their key").as_str().to_owned();
+        let behaviour = self.script.lock().unwrap().pop_front().unwrap_or(Behaviour::Succeed);
+        let create = |probe: &Self| {
+            let mut effects = probe.effects.lock().unwrap();
+            // After an unknown outcome the handler looks the effect up before creating it.
+            if attempt.previous == Some(LedgerState::OutcomeUnknown) && effects.contains_key(&key) {
+                return;
+            }
+            *effects.entry(key.clone()).or_default() += 1;
+        };
+        let result = json!({ "item": call.args.str("item"), "amount": call.args.str("amount"), "generation": attempt.generation });
+        match behaviour {
+            Behaviour::Succeed => {}
+            Behaviour::Transient => return Err(ToolFailure::Transient("gateway said 503".into())),
+            Behaviour::Permanent => {
+                return Err(ToolFailure::Permanent {
+                    message: "declined".into(),
+                    details: json!({ "code": "declined" }),
+                });
+            }
+            Behaviour::UnknownAfterEffect => {
+                create(self);
+                return Err(ToolFailure::Unknown("gateway timed out".into()));
+            }
+            Behaviour::Hang => std::future::pending::<()>().await,
+            Behaviour::Gate(gate) => drop(gate.acquire().await),
+            Behaviour::Slow(d) => tokio::time::sleep(d).await,
+        }
+        create(self);
+        Ok(result)
+    }
+}
+
+fn ctx<'a>(
+    s: &'a Scenario,
+    c: &Customer,
+    trigger: &'a str,
+    tool_use_id: &'a str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> CallContext<'a> {
+    CallContext {
+        tenant: &s.tenant,
+        customer: c.contact,
+        conversation: c.conversation,
+        turn: None,
+        trigger_message_id: Some(trigger),
+        tool_use_id: Some(tool_use_id),
+        now: at,
+    }
+}
+
+async fn run(
+    s: &Scenario,
+    c: &Customer,
+    probe: &Probe,
+    input: Value,
+    trigger: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Outcome {
+    s.executor.execute(probe, &ctx(s, c, trigger, "toolu_x", at), &input).await.unwrap()
+}
+
+async fn row(db: &TestDb, s: &Scenario, c: &Customer) -> balcao::ledger::ExecutionRecord {
+    let rows = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows.into_iter().next().unwrap()
+}
+
+contract!(job_retried_after_the_tool_ran_gets_already_done, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, []);
+    let input = json!({ "item": "corte", "amount": "50" });
+    let first = s.executor.execute(probe.as_ref(), &ctx(&s, &c, "m1", "toolu_A", now()), &input).await.unwrap();
+    // The job is retried: the model, asked again, repeats the call with a new tool_use_id.
+    let again = s.executor.execute(probe.as_ref(), &ctx(&s, &c, "m1", "toolu_B", now()), &input).await.unwrap();
+    let Outcome::Executed(result) = &first else { panic!("{first:?}") };
+    assert_eq!(again, Outcome::AlreadyDone(result.clone()));
+    let shown = again.to_model_json();
+    assert_eq!(shown["already_done"], true);
+    assert_eq!(shown["item"], "corte");
+    assert_eq!((probe.runs(), probe.effects()), (1, 1));
+    let r = row(db, &s, &c).await;
+    assert_eq!((r.status.as_str(), r.replay_count, r.tool_use_id.as_deref()), ("succeeded", 1, Some("toolu_A")));
+});
+
+contract!(identical_calls_in_one_response_run_once, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, [Behaviour::Slow(Duration::from_millis(50))]);
+    let input = json!({ "item": "corte" });
+    let (a, b) =
+        tokio::join!(run(&s, &c, &probe, input.clone(), "m1", now()), run(&s, &c, &probe, input.clone(), "m1", now()));
+    assert_eq!(probe.runs(), 1);
+    let executed = [&a, &b].iter().filter(|o| matches!(o, Outcome::Executed(_))).count();
+    assert_eq!(executed, 1, "{a:?} {b:?}");
+    assert!([&a, &b].iter().any(|o| matches!(o, Outcome::AlreadyInProgress | Outcome::AlreadyDone(_))));
+});
+
+contract!(per_turn_keys_repeat_only_in_a_new_turn, |db| async move {
+    // "sim" sent twice in one turn is one confirmation; a later turn's "sim" is a new one.
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&PER_TURN, []);
+    let input = json!({ "item": "confirmar" });
+    assert!(matches!(run(&s, &c, &probe, input.clone(), "wamid.sim1", now()).await, Outcome::Executed(_)));
+    assert!(matches!(run(&s, &c, &probe, input.clone(), "wamid.sim1", now()).await, Outcome::AlreadyDone(_)));
+    assert!(matches!(run(&s, &c, &probe, input.clone(), "wamid.sim2", now()).await, Outcome::Executed(_)));
+    assert_eq!(probe.runs(), 2);
+    // A per-turn key cannot be made without the turn's trigger.
+    let mut no_trigger = ctx(&s, &c, "x", "toolu", now());
+    no_trigger.trigger_message_id = None;
+    assert!(s.executor.execute(probe.as_ref(), &no_trigger, &input).await.is_err());
+});
+
+contract!(a_later_turn_asking_again_gets_already_done, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, []);
+    let input = json!({ "item": "corte" });
+    assert!(matches!(run(&s, &c, &probe, input.clone(), "wamid.turn1", now()).await, Outcome::Executed(_)));
+    // "e aí, marcou?" hours later: another turn, the model books again.
+    let later = now() + TimeDelta::hours(3);
+    assert!(matches!(run(&s, &c, &probe, input.clone(), "wamid.turn7", later).await, Outcome::AlreadyDone(_)));
+    assert_eq!(probe.runs(), 1);
+    // Another customer asking for the same thing is another effect.
+    let other = s.customer(db, "5511999990002").await;
+    assert!(matches!(run(&s, &other, &probe, input, "wamid.other", later).await, Outcome::Executed(_)));
+});
+
+contract!(a_worker_dying_mid_tool_is_taken_over_after_the_lease, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let probe = Probe::new(&BUSINESS, [Behaviour::Hang]);
+    let input = json!({ "item": "corte" });
+    let doomed = {
+        let (s, c, probe, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
+        tokio::spawn(async move { run(&s, &c, &probe, input, "m1", now()).await })
+    };
+    while probe.runs() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    doomed.abort();
+    let lease_end = now() + TimeDelta::from_std(LEASE).unwrap();
+    assert_eq!(
+        run(&s, &c, &probe, input.clone(), "m1", lease_end - TimeDelta::seconds(1)).await,
+        Outcome::AlreadyInProgress
+    );
+    let taken = run(&s, &c, &probe, input.clone(), "m1", lease_end + TimeDelta::seconds(1)).await;
+    assert!(matches!(&taken, Outcome::Executed(v) if v["generation"] == 2), "{taken:?}");
+    let attempts = probe.attempts.lock().unwrap().clone();
+    assert_eq!(attempts[1], Attempt { generation: 2, previous: Some(LedgerState::Running) });
+    assert_eq!(probe.effects(), 1);
+});
+
+contract!(an_unknown_outcome_is_looked_up_before_creating_again, |db| async move {
+    // The provider timed out after creating the charge: the retry must find it, not make another.
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, [Behaviour::UnknownAfterEffect]);
+    let input = json!({ "item": "pix", "amount": "50.00" });
+    let first = run(&s, &c, &probe, input.clone(), "m1", now()).await;
+    assert!(matches!(&first, Outcome::Retryable { error } if error.contains("unknown")), "{first:?}");
+    assert_eq!(row(db, &s, &c).await.status, "outcome_unknown");
+    let second = run(&s, &c, &probe, input.clone(), "m1", now()).await;
+    assert!(matches!(second, Outcome::Executed(_)));
+    assert_eq!(probe.attempts.lock().unwrap()[1].previous, Some(LedgerState::OutcomeUnknown));
+    assert_eq!((probe.runs(), probe.effects()), (2, 1));
+});
+
+contract!(takeover_happens_while_duplicates_keep_arriving, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let probe = Probe::new(&BUSINESS, [Behaviour::Hang]);
+    let input = json!({ "item": "corte" });
+    let doomed = {
+        let (s, c, probe, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
+        tokio::spawn(async move { run(&s, &c, &probe, input, "m1", now()).await })
+    };
+    while probe.runs() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    doomed.abort();
+    let locked_until = row(db, &s, &c).await.locked_until;
+    // A retrying caller every 10 s for the whole lease: none of them extends it.
+    for n in 1..=11 {
+        let at = now() + TimeDelta::seconds(10 * n);
+        assert_eq!(run(&s, &c, &probe, input.clone(), "m1", at).await, Outcome::AlreadyInProgress);
+    }
+    let r = row(db, &s, &c).await;
+    assert_eq!((r.locked_until, r.replay_count), (locked_until, 11));
+    let taken = run(&s, &c, &probe, input, "m1", now() + TimeDelta::seconds(121)).await;
+    assert!(matches!(taken, Outcome::Executed(_)), "{taken:?}");
+    assert_eq!(probe.runs(), 2);
+});
+
+contract!(a_transient_failure_runs_again, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, [Behaviour::Transient]);
+    let input = json!({ "item": "corte" });
+    let first = run(&s, &c, &probe, input.clone(), "m1", now()).await;
+    assert!(matches!(&first, Outcome::Retryable { .. }) && first.is_error(), "{first:?}");
+    assert_eq!(first.to_model_json()["retryable"], true);
+    assert!(matches!(run(&s, &c, &probe, input, "m1", now()).await, Outcome::Executed(_)));
+    assert_eq!(probe.runs(), 2);
+    assert_eq!(row(db, &s, &c).await.generation, 2);
+});
+
+contract!(a_permanent_failure_replays_without_running, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, [Behaviour::Permanent]);
+    let input = json!({ "item": "corte" });
+    let first = run(&s, &c, &probe, input.clone(), "m1", now()).await;
+    let again = run(&s, &c, &probe, input, "m1", now() + TimeDelta::hours(1)).await;
+    assert_eq!(first, Outcome::Failed { error: "declined".into(), details: json!({ "code": "declined" }) });
+    assert_eq!(again, first);
+    assert_eq!(probe.runs(), 1);
+});
+
+contract!(a_changed_amount_under_the_same_key_is_a_conflict, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, []);
+    assert!(matches!(
+        run(&s, &c, &probe, json!({ "item": "corte", "amount": "50" }), "m1", now()).await,
+        Outcome::Executed(_)
+    ));
+    let changed = run(&s, &c, &probe, json!({ "item": "Corte ", "amount": "60,00" }), "m1", now()).await;
+    let Outcome::Conflict { existing, hint, .. } = &changed else { panic!("{changed:?}") };
+    assert_eq!(existing, &json!({ "item": "corte", "amount": "50.00" }));
+    assert_eq!(*hint, "use another tool");
+    let shown = changed.to_model_json();
+    assert_eq!((shown["conflict"].clone(), shown["existing_result"]["amount"].clone()), (json!(true), json!("50.00")));
+    assert_eq!(probe.runs(), 1);
+});
+
+contract!(a_worker_whose_lease_expired_cannot_store_its_outcome, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let gate = Arc::new(Semaphore::new(0));
+    let probe = Probe::new(&BUSINESS, [Behaviour::Gate(gate.clone())]);
+    let input = json!({ "item": "corte" });
+    let zombie = {
+        let (s, c, probe, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
+        tokio::spawn(async move { run(&s, &c, &probe, input, "m1", now()).await })
+    };
+    while probe.runs() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let heir = run(&s, &c, &probe, input, "m1", now() + TimeDelta::seconds(121)).await;
+    assert!(matches!(&heir, Outcome::Executed(v) if v["generation"] == 2));
+    gate.add_permits(1);
+    assert_eq!(zombie.await.unwrap(), Outcome::AlreadyInProgress, "the zombie must not report or store its outcome");
+    let r = row(db, &s, &c).await;
+    assert_eq!((r.generation, r.result.unwrap().0["generation"].clone()), (2, json!(2)));
+    // The zombie cannot settle or renew with its old generation either.
+    let settled = balcao::store::Settlement {
+        state: LedgerState::Succeeded,
+        result: Some(&json!({"zombie": true})),
+        error: None,
+    };
+    assert!(!db.store.settle_execution(s.tenant.id, r.id, 1, &settled, now()).await.unwrap());
+    assert!(!db.store.renew_execution(s.tenant.id, r.id, 1, now(), now() + TimeDelta::minutes(5)).await.unwrap());
+});
+
+contract!(thirty_two_concurrent_calls_run_the_handler_once, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let probe = Probe::new(&BUSINESS, [Behaviour::Slow(Duration::from_millis(100))]);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        let (s, c, probe) = (s.clone(), c.clone(), probe.clone());
+        tasks.spawn(async move { run(&s, &c, &probe, json!({ "item": "corte", "amount": "50" }), "m1", now()).await });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(o) = tasks.join_next().await {
+        outcomes.push(o.unwrap());
+    }
+    assert_eq!(probe.runs(), 1);
+    let executed: Vec<_> =
+        outcomes.iter().filter_map(|o| if let Outcome::Executed(v) = o { Some(v) } else { None }).collect();
+    assert_eq!(executed.len(), 1);
+    for o in &outcomes {
+        match o {
+            Outcome::Executed(_) | Outcome::AlreadyInProgress => {}
+            Outcome::AlreadyDone(v) => assert_eq!(v, executed[0]),
+            other => panic!("inconsistent outcome {other:?}"),
+        }
+    }
+    // Once settled, everyone gets the same answer.
+    assert_eq!(
+        run(&s, &c, &probe, json!({ "item": "corte", "amount": "50" }), "m2", now()).await,
+        Outcome::AlreadyDone(executed[0].clone())
+    );
+});
+
+contract!(keys_ignore_formatting_order_and_tool_use_id, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let book = |starts_at: &str, order: bool| {
+        if order {
+            json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": starts_at })
+        } else {
+            json!({ "starts_at": starts_at, "professional_id": s.ze.to_string(), "service_id": s.corte })
+        }
+    };
+    let first = s.call(&c, "create_booking", book("2026-03-11T14:00:00-03:00", true)).await;
+    assert!(matches!(first, Outcome::Executed(_)), "{first:?}");
+    for (raw, order) in
+        [("2026-03-11 17:00Z", false), ("2026-03-11T17:00:00Z", true), ("2026-03-11T13:00-04:00", false)]
+    {
+        let again = s.call(&c, "create_booking", book(raw, order)).await;
+        assert!(matches!(again, Outcome::AlreadyDone(_)), "{raw}: {again:?}");
+    }
+    assert_eq!(db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap().len(), 1);
+    let key =
+        db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap()[0].idempotency_key.clone();
+    assert!(key.starts_with("create_booking/v1/"), "{key}");
+    let _ = LedgerKey::from_stored(key);
+});
+
+contract!(bad_input_is_refused_and_nothing_runs, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    for input in [
+        json!({ "service_id": s.corte, "professional_id": s.ze }),
+        json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T14:00:00" }),
+        json!({ "service_id": "corte", "professional_id": s.ze, "starts_at": "2026-03-11T14:00:00-03:00" }),
+        json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T14:00:00-03:00", "notes": "x" }),
+        json!("book me"),
+    ] {
+        let outcome = s.call(&c, "create_booking", input.clone()).await;
+        assert!(matches!(outcome, Outcome::Invalid(_)), "{input}: {outcome:?}");
+        assert!(outcome.is_error());
+    }
+    assert!(db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap().is_empty());
+});
+
+contract!(settled_rows_are_pruned_after_retention_but_open_ones_stay, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, [Behaviour::Succeed, Behaviour::UnknownAfterEffect]);
+    run(&s, &c, &probe, json!({ "item": "a" }), "m1", now()).await;
+    run(&s, &c, &probe, json!({ "item": "b" }), "m1", now()).await;
+    assert_eq!(db.store.prune_executions(now() - TimeDelta::days(1)).await.unwrap(), 0);
+    assert_eq!(db.store.prune_executions(now() + TimeDelta::days(31)).await.unwrap(), 1);
+    let left = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
+    assert_eq!(left.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(), ["outcome_unknown"]);
+});

@@ -1,0 +1,140 @@
+//! A tenant with a catalog, customers with conversations, and an executor: the ground the
+//! executor and booking tests stand on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use balcao::domain::{ContactId, ConversationId};
+use balcao::ledger::{CallContext, Executor, Outcome, Tool};
+use balcao::store::{BookingStore, InboundStore, TenantStore};
+use balcao::tenant::{Tenant, TenantSpec};
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::Value;
+
+use crate::common::TestDb;
+use crate::jobs::{record, timing};
+
+pub const LEASE: Duration = Duration::from_secs(120);
+
+pub fn catalog_file(slug: &str, phone_number_id: &str, timezone: &str) -> String {
+    format!(
+        r#"
+name = "Barbearia do Zé"
+slug = "{slug}"
+timezone = "{timezone}"
+[whatsapp]
+phone_number_id = "{phone_number_id}"
+[booking]
+min_notice_minutes = 60
+horizon_days = 30
+slot_step_minutes = 30
+[[services]]
+name = "Corte masculino"
+duration_minutes = 30
+price = "50.00"
+buffer_minutes = 10
+[[services]]
+name = "Barba"
+duration_minutes = 20
+price = "35,00"
+[[professionals]]
+name = "Zé"
+services = ["Corte masculino", "Barba"]
+[professionals.hours]
+mon = ["09:00-12:00", "13:00-18:00"]
+tue = ["09:00-12:00", "13:00-18:00"]
+wed = ["09:00-12:00", "13:00-18:00"]
+thu = ["09:00-12:00", "13:00-18:00"]
+fri = ["09:00-12:00", "13:00-18:00"]
+[[professionals]]
+name = "Rafa"
+services = ["Corte masculino"]
+[professionals.hours]
+wed = ["10:00-16:00"]
+"#
+    )
+}
+
+/// Tuesday 2026-03-10, 09:00 in São Paulo: the clock of every scenario.
+pub fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 10, 12, 0, 0).unwrap()
+}
+
+pub struct Customer {
+    pub contact: ContactId,
+    pub conversation: ConversationId,
+}
+
+pub struct Scenario {
+    pub tenant: Tenant,
+    pub executor: Executor,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub corte: i64,
+    pub barba: i64,
+    pub ze: i64,
+    pub rafa: i64,
+}
+
+impl Scenario {
+    pub async fn new(db: &TestDb) -> Self {
+        Self::in_zone(db, "America/Sao_Paulo").await
+    }
+
+    pub async fn in_zone(db: &TestDb, timezone: &str) -> Self {
+        let spec = TenantSpec::parse(&catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, timezone)).unwrap();
+        let outcome = db.store.apply_tenant(&spec, Utc::now()).await.unwrap();
+        db.store.apply_catalog(outcome.id(), &spec.catalog).await.unwrap();
+        let tenant = db.store.tenant(outcome.id()).await.unwrap().unwrap();
+        let (services, professionals) = db.store.catalog(tenant.id).await.unwrap();
+        let id_of = |name: &str| services.iter().find(|s| s.name == name).map(|s| s.id).unwrap();
+        let pro = |name: &str| professionals.iter().find(|p| p.name == name).map(|p| p.id).unwrap();
+        Self {
+            executor: Executor::new(db.store.clone(), LEASE),
+            tools: balcao::agent::tools::booking_tools(&db.store),
+            corte: id_of("Corte masculino"),
+            barba: id_of("Barba"),
+            ze: pro("Zé"),
+            rafa: pro("Rafa"),
+            tenant,
+        }
+    }
+
+    pub async fn customer(&self, db: &TestDb, phone: &str) -> Customer {
+        let (conversation, _) = record(
+            &db.store,
+            &self.tenant,
+            &format!("wamid.{phone}.{}", uuid::Uuid::new_v4()),
+            phone,
+            &timing(0, 0, 5),
+            Utc::now(),
+        )
+        .await;
+        let contact = db.store.conversation_contact(self.tenant.id, conversation).await.unwrap().contact_id;
+        Customer { contact, conversation }
+    }
+
+    pub fn tool(&self, name: &str) -> Arc<dyn Tool> {
+        self.tools.iter().find(|t| t.spec().name == name).cloned().unwrap_or_else(|| panic!("no tool {name}"))
+    }
+
+    pub fn ctx<'a>(&'a self, customer: &Customer, trigger: Option<&'a str>, at: DateTime<Utc>) -> CallContext<'a> {
+        CallContext {
+            tenant: &self.tenant,
+            customer: customer.contact,
+            conversation: customer.conversation,
+            turn: None,
+            trigger_message_id: trigger,
+            tool_use_id: Some("toolu_test"),
+            now: at,
+        }
+    }
+
+    pub async fn call(&self, customer: &Customer, tool: &str, input: Value) -> Outcome {
+        self.call_at(customer, tool, input, now()).await
+    }
+
+    pub async fn call_at(&self, customer: &Customer, tool: &str, input: Value, at: DateTime<Utc>) -> Outcome {
+        let ctx = self.ctx(customer, Some("wamid.trigger"), at);
+        self.executor.execute(self.tool(tool).as_ref(), &ctx, &input).await.unwrap()
+    }
+}
