@@ -11,6 +11,8 @@ CREATE TABLE agent_tool_executions (
     contact_id      INTEGER NOT NULL,
     turn_id         INTEGER,
     tool_use_id     TEXT,
+    -- A token unique to the call that inserted the row: tells a fresh reservation from a repeat.
+    reserved_by     TEXT    NOT NULL,
     -- running | succeeded | failed_transient | failed_permanent | outcome_unknown
     status          TEXT    NOT NULL,
     result          TEXT,

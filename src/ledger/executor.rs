@@ -11,7 +11,7 @@ use super::spec::{Effect, InputError, NormalizedArgs, ToolSpec};
 use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
 use crate::jobs::to_delta;
-use crate::store::{LedgerStore, NewExecution, Settlement, Store};
+use crate::store::{LedgerStore, NewExecution, Reservation, Settlement, Store};
 use crate::tenant::Tenant;
 
 /// Losing a race to take over can repeat only so often before we report "in progress".
@@ -183,17 +183,16 @@ impl Executor {
                 turn: ctx.turn,
                 tool_use_id: ctx.tool_use_id,
             };
-            if let Some(id) = self.store.reserve_execution(&new, ctx.now, lease_until).await? {
-                tracing::info!(tool = spec.name, %key, "executing");
-                let attempt = Attempt { generation: 1, previous: None };
-                return self.hold_and_run(tool, ctx, &args, &key, id, attempt).await;
-            }
-            let Some(row) = self.store.execution(tenant, &key).await? else {
-                continue; // pruned between our insert and read: try again
+            let row = match self.store.reserve_execution(&new, ctx.now, lease_until).await? {
+                Reservation::Fresh(id) => {
+                    tracing::info!(tool = spec.name, %key, "executing");
+                    let attempt = Attempt { generation: 1, previous: None };
+                    return self.hold_and_run(tool, ctx, &args, &key, id, attempt).await;
+                }
+                Reservation::Repeat(row) => row,
             };
             match decide(&row, &fingerprint, ctx.now, on_conflict) {
                 Decision::Replay(outcome) => {
-                    self.store.count_replay(tenant, row.id).await?;
                     tracing::info!(tool = spec.name, %key, status = %row.status, "repeat answered from the ledger");
                     return Ok(outcome);
                 }

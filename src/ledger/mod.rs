@@ -88,6 +88,7 @@ pub struct ExecutionRecord {
     pub replay_count: i64,
     pub tool_use_id: Option<String>,
     pub created_at: DateTime<Utc>,
+    pub reserved_by: String,
 }
 
 impl ExecutionRecord {

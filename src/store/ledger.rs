@@ -22,6 +22,15 @@ pub struct NewExecution<'a> {
     pub tool_use_id: Option<&'a str>,
 }
 
+/// What reserving a key found.
+#[derive(Debug, Clone)]
+pub enum Reservation {
+    /// This call inserted the row and holds its lease.
+    Fresh(i64),
+    /// The key existed; its repeat was counted.
+    Repeat(ExecutionRecord),
+}
+
 /// How an attempt ended.
 #[derive(Debug, Clone)]
 pub struct Settlement<'a> {
@@ -32,13 +41,14 @@ pub struct Settlement<'a> {
 
 #[allow(async_fn_in_trait)]
 pub trait LedgerStore {
-    /// Inserts a `running` row holding the lease at generation 1; `None` if the key exists.
+    /// One statement: inserts a `running` row holding the lease at generation 1, or, when the
+    /// key exists, counts the repeat (never touching the lease) and returns the row as it is.
     async fn reserve_execution(
         &self,
         new: &NewExecution<'_>,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
-    ) -> StoreResult<Option<i64>>;
+    ) -> StoreResult<Reservation>;
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
     /// Takes over an expired attempt, a transient failure or an unknown outcome seen at
     /// `generation`; returns the new generation, or `None` when another worker won.
@@ -71,8 +81,6 @@ pub trait LedgerStore {
         settlement: &Settlement<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Counts a repeat. Never touches the lease.
-    async fn count_replay(&self, tenant: TenantId, id: i64) -> StoreResult<()>;
     /// The conversation's writes, oldest first.
     async fn executions_of_conversation(
         &self,
@@ -89,15 +97,18 @@ impl LedgerStore for Store {
         new: &NewExecution<'_>,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
-    ) -> StoreResult<Option<i64>> {
-        Ok(writing!(self, pool => {
-            sqlx::query_scalar(
+    ) -> StoreResult<Reservation> {
+        let token = uuid::Uuid::new_v4().to_string();
+        let row: ExecutionRecord = writing!(self, pool => {
+            sqlx::query_as(
                 "INSERT INTO agent_tool_executions
                      (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
-                      tool_use_id, status, generation, locked_until, replay_count, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', 1, $10, 0, $11, $11)
-                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-                 RETURNING id",
+                      tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12)
+                 ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+                     replay_count = agent_tool_executions.replay_count + 1
+                 RETURNING id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
+                           locked_until, replay_count, tool_use_id, created_at, reserved_by",
             )
             .bind(new.tenant.0)
             .bind(new.key.as_str())
@@ -108,18 +119,20 @@ impl LedgerStore for Store {
             .bind(new.contact.0)
             .bind(new.turn.map(|t| t.0))
             .bind(new.tool_use_id)
+            .bind(&token)
             .bind(lease_until)
             .bind(now)
-            .fetch_optional(pool)
+            .fetch_one(pool)
             .await
-        })?)
+        })?;
+        Ok(if row.reserved_by == token { Reservation::Fresh(row.id) } else { Reservation::Repeat(row) })
     }
 
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
-                        locked_until, replay_count, tool_use_id, created_at
+                        locked_until, replay_count, tool_use_id, created_at, reserved_by
                  FROM agent_tool_executions WHERE tenant_id = $1 AND idempotency_key = $2",
             )
             .bind(tenant.0)
@@ -213,18 +226,6 @@ impl LedgerStore for Store {
         Ok(n == 1)
     }
 
-    async fn count_replay(&self, tenant: TenantId, id: i64) -> StoreResult<()> {
-        writing!(self, pool => {
-            sqlx::query("UPDATE agent_tool_executions SET replay_count = replay_count + 1 WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant.0)
-                .bind(id)
-                .execute(pool)
-                .await
-                .map(|_| ())
-        })?;
-        Ok(())
-    }
-
     async fn executions_of_conversation(
         &self,
         tenant: TenantId,
@@ -233,7 +234,7 @@ impl LedgerStore for Store {
         Ok(reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
-                        locked_until, replay_count, tool_use_id, created_at
+                        locked_until, replay_count, tool_use_id, created_at, reserved_by
                  FROM agent_tool_executions WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
             )
             .bind(tenant.0)

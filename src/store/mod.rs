@@ -27,7 +27,7 @@ use sqlx::{PgPool, SqlitePool, Transaction};
 pub use booking::{BookingStore, NewAppointment};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::JobStore;
-pub use ledger::{LedgerStore, NewExecution, Settlement};
+pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement};
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use tenants::TenantStore;
 

@@ -1,0 +1,222 @@
+//! The executor's overhead: an executed call (no-op handler) next to the same reserve and
+//! settle statements issued directly, and the cost of a replay next to one round trip, in the
+//! same run, on SQLite and PostgreSQL. Calls are sequential (one task), so the numbers are
+//! per-call latency without contention.
+//!
+//! `cargo bench --bench executor`; set `BALCAO_BENCH_POSTGRES_URL` to add PostgreSQL.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use balcao::config::DatabaseUrl;
+use balcao::domain::{ContactId, ConversationId};
+use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
+use balcao::jobs::TurnTiming;
+use balcao::ledger::{
+    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Tool, ToolCall, ToolFailure,
+    ToolSpec, derive_key, fingerprint,
+};
+use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Settlement, Store, TenantStore};
+use balcao::tenant::TenantSpec;
+use chrono::{TimeDelta, Utc};
+use serde_json::{Value, json};
+
+const CALLS: usize = 2_000;
+const ROUNDS: usize = 10;
+
+static NOOP: ToolSpec = ToolSpec {
+    name: "noop",
+    description: "does nothing",
+    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "-" },
+    fields: &[FieldSpec { name: "item", kind: FieldKind::Text, required: true, identity: true, description: "-" }],
+};
+
+struct Noop;
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &'static ToolSpec {
+        &NOOP
+    }
+    async fn run(&self, _call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
+        Ok(json!({ "ok": true }))
+    }
+}
+
+struct Timings(Vec<Duration>);
+
+impl Timings {
+    fn mean_us(&self) -> f64 {
+        self.0.iter().map(Duration::as_secs_f64).sum::<f64>() / self.0.len() as f64 * 1e6
+    }
+    fn p(&self, q: f64) -> f64 {
+        let mut v = self.0.clone();
+        v.sort();
+        v[((v.len() as f64 * q) as usize).min(v.len() - 1)].as_secs_f64() * 1e6
+    }
+}
+
+async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, ConversationId) {
+    let store = Store::connect(&DatabaseUrl::new(url), 4).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let spec = TenantSpec::parse(
+        "name = \"B\"\nslug = \"b\"\ntimezone = \"America/Sao_Paulo\"\n[whatsapp]\nphone_number_id = \"1\"\n",
+    )
+    .expect("spec");
+    let id = store.apply_tenant(&spec, Utc::now()).await.expect("tenant").id();
+    let tenant = store.tenant(id).await.expect("load").expect("tenant");
+    let message = NewInbound {
+        provider_message_id: "wamid.bench".into(),
+        contact: ContactIdentity {
+            wa_id: Some(balcao::domain::PhoneE164::parse("5511999990000").expect("phone")),
+            user_id: None,
+            username: None,
+            profile_name: None,
+        },
+        content: InboundContent::Text { body: "oi".into() },
+        context_id: None,
+        sent_at: None,
+        raw: json!({}),
+    };
+    let timing = TurnTiming { debounce: TimeDelta::zero(), debounce_max: TimeDelta::zero(), max_attempts: 1 };
+    let Ok(Recorded::New { conversation, .. }) = store.record_inbound(tenant.id, &message, &timing, Utc::now()).await
+    else {
+        panic!("record");
+    };
+    let contact = store.conversation_contact(tenant.id, conversation).await.expect("contact").contact_id;
+    (store, tenant, contact, conversation)
+}
+
+async fn bench(name: &str, url: &str) -> String {
+    let (store, tenant, contact, conversation) = setup(url).await;
+    let executor = Executor::new(store.clone(), Duration::from_secs(120));
+    let ctx = |now| CallContext {
+        tenant: &tenant,
+        customer: contact,
+        conversation,
+        turn: None,
+        trigger_message_id: None,
+        tool_use_id: None,
+        now,
+    };
+    let (mut via_executor, mut direct, mut replay, mut one_statement, mut one_read) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Interleaved rounds, so drift in the machine's speed hits both sides alike.
+    for round in 0..ROUNDS {
+        for i in 0..CALLS / ROUNDS {
+            let input = json!({ "item": format!("exec-{round}-{i}") });
+            let now = Utc::now();
+            let started = Instant::now();
+            let outcome = executor.execute(&Noop, &ctx(now), &input).await.expect("execute");
+            via_executor.push(started.elapsed());
+            assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
+        }
+        for i in 0..CALLS / ROUNDS {
+            let args = NOOP.normalize(&json!({ "item": format!("direct-{round}-{i}") })).expect("args");
+            let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
+            let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
+            let (fp, arguments) = (fingerprint(&args), args.to_value());
+            let new = NewExecution {
+                tenant: tenant.id,
+                key: &key,
+                tool: NOOP.name,
+                fingerprint: &fp,
+                arguments: &arguments,
+                conversation,
+                contact,
+                turn: None,
+                tool_use_id: None,
+            };
+            let result = json!({ "ok": true });
+            let settle = Settlement { state: LedgerState::Succeeded, result: Some(&result), error: None };
+            let now = Utc::now();
+            let started = Instant::now();
+            let balcao::store::Reservation::Fresh(id) =
+                store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
+            else {
+                panic!("fresh key")
+            };
+            assert!(store.settle_execution(tenant.id, id, 1, &settle, now).await.expect("settle"));
+            direct.push(started.elapsed());
+        }
+        for i in 0..CALLS / ROUNDS {
+            let input = json!({ "item": format!("exec-{round}-{i}") });
+            let started = Instant::now();
+            let outcome = executor.execute(&Noop, &ctx(Utc::now()), &input).await.expect("replay");
+            replay.push(started.elapsed());
+            assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_)));
+        }
+        for i in 0..CALLS / ROUNDS {
+            // The one statement a replay costs: the reserve upsert on an existing key.
+            let args = NOOP.normalize(&json!({ "item": format!("direct-{round}-{i}") })).expect("args");
+            let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
+            let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
+            let (fp, arguments) = (fingerprint(&args), args.to_value());
+            let new = NewExecution {
+                tenant: tenant.id,
+                key: &key,
+                tool: NOOP.name,
+                fingerprint: &fp,
+                arguments: &arguments,
+                conversation,
+                contact,
+                turn: None,
+                tool_use_id: None,
+            };
+            let now = Utc::now();
+            let started = Instant::now();
+            let repeat = store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve");
+            one_statement.push(started.elapsed());
+            assert!(matches!(repeat, balcao::store::Reservation::Repeat(_)));
+        }
+        for _ in 0..CALLS / ROUNDS {
+            let started = Instant::now();
+            store.count_inbound(tenant.id).await.expect("one read");
+            one_read.push(started.elapsed());
+        }
+    }
+    let (e, d, r, o, q) =
+        (Timings(via_executor), Timings(direct), Timings(replay), Timings(one_statement), Timings(one_read));
+    format!(
+        "| {name} | executed via executor | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
+         | {name} | reserve + settle issued directly | {:.0} | {:.0} | {:.0} | |\n\
+         | {name} | replay via executor (`already_done`) | {:.0} | {:.0} | {:.0} | {:.2}× its one statement |\n\
+         | {name} | the reserve upsert on an existing key, directly | {:.0} | {:.0} | {:.0} | |\n\
+         | {name} | for scale: one indexed read | {:.0} | {:.0} | {:.0} | |\n",
+        e.mean_us(),
+        e.p(0.5),
+        e.p(0.99),
+        e.mean_us() / d.mean_us(),
+        d.mean_us(),
+        d.p(0.5),
+        d.p(0.99),
+        r.mean_us(),
+        r.p(0.5),
+        r.p(0.99),
+        r.mean_us() / o.mean_us(),
+        o.mean_us(),
+        o.p(0.5),
+        o.p(0.99),
+        q.mean_us(),
+        q.p(0.5),
+        q.p(0.99),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let mut table = String::from("| backend | what | mean µs | p50 µs | p99 µs | ratio |\n|---|---|---|---|---|---|\n");
+    let dir = tempfile::tempdir().expect("dir");
+    table += &bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
+    if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
+        let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
+        for sql in ["DROP DATABASE IF EXISTS balcao_bench_ledger", "CREATE DATABASE balcao_bench_ledger"] {
+            sqlx::query(sql).execute(&admin).await.expect("database");
+        }
+        let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
+        table += &bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
+    } else {
+        eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
+    }
+    println!("\n{table}");
+}
