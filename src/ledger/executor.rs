@@ -189,7 +189,7 @@ impl Executor {
                     let attempt = Attempt { generation: 1, previous: None };
                     return self.hold_and_run(tool, ctx, &args, &key, id, attempt).await;
                 }
-                Reservation::Repeat(row) => row,
+                Reservation::Repeat(row) => *row,
             };
             match decide(&row, &fingerprint, ctx.now, on_conflict) {
                 Decision::Replay(outcome) => {

@@ -28,7 +28,7 @@ pub enum Reservation {
     /// This call inserted the row and holds its lease.
     Fresh(i64),
     /// The key existed; its repeat was counted.
-    Repeat(ExecutionRecord),
+    Repeat(Box<ExecutionRecord>),
 }
 
 /// How an attempt ended.
@@ -125,7 +125,7 @@ impl LedgerStore for Store {
             .fetch_one(pool)
             .await
         })?;
-        Ok(if row.reserved_by == token { Reservation::Fresh(row.id) } else { Reservation::Repeat(row) })
+        Ok(if row.reserved_by == token { Reservation::Fresh(row.id) } else { Reservation::Repeat(Box::new(row)) })
     }
 
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
