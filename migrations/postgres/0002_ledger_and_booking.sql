@@ -13,7 +13,7 @@ CREATE TABLE agent_tool_executions (
     tool_use_id     TEXT,
     -- A token unique to the call that inserted the row: tells a fresh reservation from a repeat.
     reserved_by     TEXT    NOT NULL,
-    -- running | succeeded | failed_transient | failed_permanent | outcome_unknown
+    -- running | succeeded | failed_transient | failed_permanent | outcome_unknown | superseded
     status          TEXT    NOT NULL,
     result          JSONB,
     error           TEXT,
@@ -27,7 +27,7 @@ CREATE TABLE agent_tool_executions (
 );
 CREATE INDEX agent_tool_executions_conversation ON agent_tool_executions (tenant_id, conversation_id, id);
 CREATE INDEX agent_tool_executions_prune ON agent_tool_executions (updated_at)
-    WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient');
+    WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient', 'superseded');
 
 ALTER TABLE tenants ADD COLUMN min_notice_minutes BIGINT NOT NULL DEFAULT 60;
 ALTER TABLE tenants ADD COLUMN horizon_days BIGINT NOT NULL DEFAULT 30;

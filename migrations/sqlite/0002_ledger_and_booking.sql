@@ -13,7 +13,7 @@ CREATE TABLE agent_tool_executions (
     tool_use_id     TEXT,
     -- A token unique to the call that inserted the row: tells a fresh reservation from a repeat.
     reserved_by     TEXT    NOT NULL,
-    -- running | succeeded | failed_transient | failed_permanent | outcome_unknown
+    -- running | succeeded | failed_transient | failed_permanent | outcome_unknown | superseded
     status          TEXT    NOT NULL,
     result          TEXT,
     error           TEXT,
@@ -27,7 +27,7 @@ CREATE TABLE agent_tool_executions (
 );
 CREATE INDEX agent_tool_executions_conversation ON agent_tool_executions (tenant_id, conversation_id, id);
 CREATE INDEX agent_tool_executions_prune ON agent_tool_executions (updated_at)
-    WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient');
+    WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient', 'superseded');
 
 ALTER TABLE tenants ADD COLUMN min_notice_minutes INTEGER NOT NULL DEFAULT 60;
 ALTER TABLE tenants ADD COLUMN horizon_days INTEGER NOT NULL DEFAULT 30;
@@ -94,7 +94,8 @@ BEGIN
           AND a.starts_at < NEW.ends_at AND NEW.starts_at < a.ends_at
           -- BEFORE triggers run ahead of ON CONFLICT: a re-insert under the same key is a
           -- no-op there, not an overlap.
-          AND NOT (a.tenant_id = NEW.tenant_id AND a.idempotency_key = NEW.idempotency_key));
+          AND NOT (NEW.idempotency_key IS NOT NULL AND a.tenant_id = NEW.tenant_id
+                   AND a.idempotency_key IS NEW.idempotency_key));
 END;
 
 CREATE TRIGGER appointments_no_overlap_update BEFORE UPDATE OF starts_at, ends_at, status, professional_id ON appointments

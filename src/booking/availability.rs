@@ -31,6 +31,12 @@ pub fn to_utc(tz: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
     }
 }
 
+/// Like [`to_utc`], but a time in a daylight-saving gap moves to the first instant after it
+/// (a time-off or closing boundary must not vanish on the day clocks jump).
+pub fn to_utc_forward(tz: Tz, local: NaiveDateTime) -> Option<DateTime<Utc>> {
+    (0..=12).find_map(|quarter| to_utc(tz, local + TimeDelta::minutes(15 * quarter)))
+}
+
 /// The block an appointment occupies: `[start, start + duration + buffer)`.
 pub fn block(service: &Service, start: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
     (start, start + TimeDelta::minutes(service.duration_minutes + service.buffer_minutes))
@@ -53,14 +59,18 @@ pub fn slots_for(
     let time_off: Vec<_> = professional
         .time_off
         .iter()
-        .filter_map(|(from, to)| Some((to_utc(day.tz, *from)?, to_utc(day.tz, *to)?)))
+        .filter_map(|(from, to)| Some((to_utc_forward(day.tz, *from)?, to_utc_forward(day.tz, *to)?)))
         .collect();
     let mut slots = Vec::new();
     for (open, close) in professional.hours.on(chrono::Datelike::weekday(&day.date)) {
         let mut local = day.date.and_time(*open);
-        let close = day.date.and_time(*close);
-        while local + duration <= close {
-            if let Some(start) = to_utc(day.tz, local) {
+        let close_local = day.date.and_time(*close);
+        // Compared as instants: on the day clocks jump, wall-clock arithmetic would lie.
+        let Some(close) = to_utc_forward(day.tz, close_local) else { continue };
+        while local < close_local {
+            if let Some(start) = to_utc(day.tz, local)
+                && start + duration <= close
+            {
                 let (from, to) = block(service, start);
                 let free = !busy.iter().chain(&time_off).any(|(b, e)| *b < to && from < *e);
                 if start >= earliest && start <= latest && free {
@@ -138,6 +148,13 @@ mod tests {
                 "2026-03-08T03:30:00-04:00"
             ]
         );
+        // A 60-minute service at 01:30 would really end at 03:30, after the 03:00 close.
+        let mut long = service();
+        long.duration_minutes = 60;
+        p.hours.0[6] = vec![(t("01:00"), t("03:00"))];
+        let s = starts(&slots_for(&day, &long, &p, &[]));
+        assert_eq!(s, ["2026-03-08T01:00:00-05:00"]);
+        p.hours.0[6] = vec![(t("01:00"), t("04:00"))];
         // ...and falls back on 2026-11-01: 01:30 happens twice; the first is offered once.
         let day = Day { tz, settings: &settings, date: NaiveDate::from_ymd_opt(2026, 11, 1).unwrap(), now };
         let s = starts(&slots_for(&day, &service(), &p, &[]));

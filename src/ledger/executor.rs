@@ -28,6 +28,8 @@ pub struct CallContext<'a> {
     pub trigger_message_id: Option<&'a str>,
     /// Kept for tracing only; never part of a key.
     pub tool_use_id: Option<&'a str>,
+    /// The current time, read when the call is made: leases are measured from it (tests
+    /// inject it to move the clock).
     pub now: DateTime<Utc>,
 }
 
@@ -236,14 +238,23 @@ impl Executor {
         let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt) };
         let tenant = ctx.tenant.id;
         let renew = async {
+            let mut held_until = ctx.now + to_delta(self.lease);
             loop {
                 tokio::time::sleep(self.lease / 3).await;
                 let now = clock();
-                match self.store.renew_execution(tenant, id, attempt.generation, now, now + to_delta(self.lease)).await
-                {
-                    Ok(true) => {}
+                let until = now + to_delta(self.lease);
+                match self.store.renew_execution(tenant, id, attempt.generation, now, until).await {
+                    Ok(true) => held_until = until,
                     Ok(false) => return,
-                    Err(e) => tracing::warn!(error = %e, "ledger lease renewal failed"),
+                    // Could not renew: go on only while the lease we hold is surely valid, or a
+                    // second holder could run alongside us.
+                    Err(e) if now + to_delta(self.lease / 3) < held_until => {
+                        tracing::warn!(error = %e, "ledger lease renewal failed; retrying")
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "ledger lease could not be renewed before it ran out");
+                        return;
+                    }
                 }
             }
         };
@@ -284,8 +295,11 @@ impl Executor {
 fn decide(row: &ExecutionRecord, fingerprint: &str, now: DateTime<Utc>, hint: &'static str) -> Decision {
     let state = row.state();
     let same = row.fingerprint == fingerprint;
-    // A transient failure left nothing behind, so a changed request may take its place.
-    if !same && state != Some(LedgerState::FailedTransient) {
+    // A failure left nothing behind, so a changed request may take its place (a corrected
+    // service id after "unknown service", say).
+    if !same
+        && !matches!(state, Some(LedgerState::FailedTransient | LedgerState::FailedPermanent | LedgerState::Superseded))
+    {
         return Decision::Replay(Outcome::Conflict {
             existing: row.arguments.0.clone(),
             existing_result: row.result.as_ref().map(|r| r.0.clone()),
@@ -296,6 +310,7 @@ fn decide(row: &ExecutionRecord, fingerprint: &str, now: DateTime<Utc>, hint: &'
         Some(LedgerState::Succeeded) => {
             Decision::Replay(Outcome::AlreadyDone(row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null)))
         }
+        Some(LedgerState::FailedPermanent) if !same => Decision::TakeOver,
         Some(LedgerState::FailedPermanent) => Decision::Replay(Outcome::Failed {
             error: row.error.clone().unwrap_or_default(),
             details: row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null),
@@ -303,7 +318,9 @@ fn decide(row: &ExecutionRecord, fingerprint: &str, now: DateTime<Utc>, hint: &'
         Some(LedgerState::Running) if row.locked_until.is_some_and(|until| until > now) => {
             Decision::Replay(Outcome::AlreadyInProgress)
         }
-        Some(LedgerState::Running | LedgerState::FailedTransient | LedgerState::OutcomeUnknown) => Decision::TakeOver,
+        Some(
+            LedgerState::Running | LedgerState::FailedTransient | LedgerState::OutcomeUnknown | LedgerState::Superseded,
+        ) => Decision::TakeOver,
         None => Decision::Replay(Outcome::Failed {
             error: format!("unknown ledger state {}", row.status),
             details: Value::Null,

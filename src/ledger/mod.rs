@@ -14,6 +14,9 @@
 //!   transient failure or an unknown outcome is one conditional update that bumps
 //!   `generation`, and storing an outcome requires the generation it was started with, so a
 //!   worker that lost its lease cannot overwrite; duplicates never touch the lease;
+//! - an effect undone by a later action (a cancelled booking) is marked `superseded` in the
+//!   same transaction as the undoing, so a later request under its key runs again instead of
+//!   replaying a success that is no longer true;
 //! - the handler receives the key and the attempt (generation, previous state), so it can pass
 //!   the key to outside systems and, after an unknown outcome, look the effect up before
 //!   creating it again.
@@ -47,6 +50,9 @@ pub enum LedgerState {
     FailedPermanent,
     /// An outside call timed out: the effect may or may not exist.
     OutcomeUnknown,
+    /// The effect was undone by a later action (a booking cancelled, a move made again
+    /// elsewhere), so replaying it would be false: the next request under this key runs anew.
+    Superseded,
 }
 
 impl LedgerState {
@@ -57,6 +63,7 @@ impl LedgerState {
             Self::FailedTransient => "failed_transient",
             Self::FailedPermanent => "failed_permanent",
             Self::OutcomeUnknown => "outcome_unknown",
+            Self::Superseded => "superseded",
         }
     }
 
@@ -67,6 +74,7 @@ impl LedgerState {
             "failed_transient" => Self::FailedTransient,
             "failed_permanent" => Self::FailedPermanent,
             "outcome_unknown" => Self::OutcomeUnknown,
+            "superseded" => Self::Superseded,
             _ => return None,
         })
     }

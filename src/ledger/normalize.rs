@@ -45,8 +45,18 @@ impl FieldKind {
             }
             Self::Date => {
                 let s = as_str(value, "a date string YYYY-MM-DD")?;
-                let d = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-                    .map_err(|_| NormalizeError(format!("{s:?} is not a date YYYY-MM-DD")))?;
+                let err = || NormalizeError(format!("{s:?} is not a date YYYY-MM-DD"));
+                // Exactly YYYY-MM-DD: chrono alone would take signed, five-digit years.
+                let t = s.trim();
+                if t.len() != 10
+                    || !t
+                        .bytes()
+                        .enumerate()
+                        .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() })
+                {
+                    return Err(err());
+                }
+                let d = NaiveDate::parse_from_str(t, "%Y-%m-%d").map_err(|_| err())?;
                 Ok(Value::from(d.format("%Y-%m-%d").to_string()))
             }
             Self::Money => Ok(Value::from(parse_cents(value)?.to_decimal())),
@@ -102,6 +112,9 @@ pub fn normalize_text(s: &str) -> String {
 /// refused rather than guessed, since a guess would move an appointment by hours.
 pub fn parse_instant(raw: &str) -> Result<DateTime<Utc>, NormalizeError> {
     let err = || NormalizeError(format!("{raw:?} is not a date-time with an offset, like 2026-03-11T14:00:00-03:00"));
+    if !raw.is_ascii() {
+        return Err(err());
+    }
     let mut s = raw.trim().replacen(' ', "T", 1);
     if s.ends_with(['Z', 'z']) {
         s.pop();
@@ -152,7 +165,9 @@ mod tests {
         ] {
             assert_eq!(FieldKind::Instant.normalize(&json!(raw)).unwrap(), canonical, "{raw}");
         }
-        for bad in ["2026-03-11T14:00:00", "amanhã às 14h", "2026-03-11", ""] {
+        for bad in
+            ["2026-03-11T14:00:00", "amanhã às 14h", "2026-03-11", "", "2026-03-11T14:00+1é1", "2026-03-11T14:00+é"]
+        {
             assert!(FieldKind::Instant.normalize(&json!(bad)).is_err(), "{bad}");
         }
         assert!(FieldKind::Instant.normalize(&json!(1_700_000_000)).is_err());
@@ -169,6 +184,9 @@ mod tests {
         assert_eq!(FieldKind::Id.normalize(&json!(42)).unwrap(), json!(42));
         assert!(FieldKind::Id.normalize(&json!(4.2)).is_err());
         assert!(FieldKind::Id.normalize(&json!(-1)).is_err());
+        assert!(FieldKind::Date.normalize(&json!("+262143-12-31")).is_err());
+        assert!(FieldKind::Date.normalize(&json!("2026-3-1")).is_err());
+        assert_eq!(FieldKind::Date.normalize(&json!(" 2026-03-01 ")).unwrap(), json!("2026-03-01"));
         assert_eq!(FieldKind::Phone.normalize(&json!("+55 (11) 99999-0000")).unwrap(), json!("+5511999990000"));
         assert_eq!(FieldKind::Text.normalize(&json!("  Corte   MASCULINO\u{00A0}")).unwrap(), json!("corte masculino"));
         // NFKC folds compatibility forms: fullwidth letters, ligatures.

@@ -46,7 +46,8 @@ pub trait BookingStore {
     async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>>;
     /// The appointment a ledger key booked, if any.
     async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>>;
-    /// Cancels the customer's active appointment; `None` if there is none with that id.
+    /// Cancels the customer's active, future appointment and supersedes the ledger row that
+    /// booked it (same transaction); `None` if there is no such appointment.
     async fn cancel_appointment(
         &self,
         tenant: TenantId,
@@ -54,7 +55,8 @@ pub trait BookingStore {
         id: i64,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Appointment>>;
-    /// Moves the customer's active appointment.
+    /// Moves the customer's active appointment and supersedes earlier successful `move_tool`
+    /// calls for it (same transaction).
     async fn move_appointment(
         &self,
         tenant: TenantId,
@@ -62,6 +64,7 @@ pub trait BookingStore {
         id: i64,
         block: (DateTime<Utc>, DateTime<Utc>),
         now: DateTime<Utc>,
+        move_tool: &str,
     ) -> Result<Option<Appointment>, BookingError>;
     /// The customer's active appointments starting at or after `from`.
     async fn upcoming_appointments(
@@ -372,9 +375,26 @@ impl BookingStore for Store {
         id: i64,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Appointment>> {
-        Ok(writing!(self, pool => {
-            sqlx::query_as(
-                "UPDATE appointments SET status = 'cancelled', updated_at = $1
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let key: Option<Option<String>> = sqlx::query_scalar(
+                "SELECT idempotency_key FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed') AND starts_at > $4",
+            )
+            .bind(tenant.0)
+            .bind(contact.0)
+            .bind(id)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(key) = key else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            // The booking call that made it no longer holds: release its key, so the same
+            // slot can be booked again and a repeat is not told "already booked".
+            let cancelled: Option<Appointment> = sqlx::query_as(
+                "UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND contact_id = $3 AND id = $4 AND status IN ('held', 'confirmed')
                  RETURNING id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents",
             )
@@ -382,9 +402,22 @@ impl BookingStore for Store {
             .bind(tenant.0)
             .bind(contact.0)
             .bind(id)
-            .fetch_optional(pool)
-            .await
-        })?)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(key) = key {
+                sqlx::query(
+                    "UPDATE agent_tool_executions SET status = 'superseded', updated_at = $1
+                     WHERE tenant_id = $2 AND idempotency_key = $3 AND status = 'succeeded'",
+                )
+                .bind(now)
+                .bind(tenant.0)
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(cancelled)
+        })
     }
 
     async fn move_appointment(
@@ -394,9 +427,11 @@ impl BookingStore for Store {
         id: i64,
         (starts_at, ends_at): (DateTime<Utc>, DateTime<Utc>),
         now: DateTime<Utc>,
+        move_tool: &str,
     ) -> Result<Option<Appointment>, BookingError> {
         writing!(self, pool => {
-            sqlx::query_as(
+            let mut tx = pool.begin_write().await.map_err(StoreError::from)?;
+            let moved: Option<Appointment> = sqlx::query_as(
                 "UPDATE appointments SET starts_at = $1, ends_at = $2, updated_at = $3
                  WHERE tenant_id = $4 AND contact_id = $5 AND id = $6 AND status IN ('held', 'confirmed')
                  RETURNING id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents",
@@ -407,9 +442,27 @@ impl BookingStore for Store {
             .bind(tenant.0)
             .bind(contact.0)
             .bind(id)
-            .fetch_optional(pool)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(overlap_or)
+            .map_err(overlap_or)?;
+            if moved.is_some() {
+                // Earlier moves of this booking no longer describe it: moving back to one of
+                // those times later must run, not replay.
+                sqlx::query(
+                    "UPDATE agent_tool_executions SET status = 'superseded', updated_at = $1
+                     WHERE tenant_id = $2 AND tool = $3 AND status = 'succeeded'
+                       AND CAST(arguments ->> 'booking_id' AS BIGINT) = $4",
+                )
+                .bind(now)
+                .bind(tenant.0)
+                .bind(move_tool)
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .map_err(StoreError::from)?;
+            }
+            tx.commit().await.map_err(StoreError::from)?;
+            Ok(moved)
         })
     }
 

@@ -50,8 +50,9 @@ pub trait LedgerStore {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Reservation>;
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
-    /// Takes over an expired attempt, a transient failure or an unknown outcome seen at
-    /// `generation`; returns the new generation, or `None` when another worker won.
+    /// Takes over an expired attempt, a transient failure, an unknown outcome, or a permanent
+    /// failure when the request changed, seen at `generation`; returns the new generation, or
+    /// `None` when another worker won.
     #[allow(clippy::too_many_arguments)]
     async fn take_over_execution(
         &self,
@@ -158,7 +159,9 @@ impl LedgerStore for Store {
                      generation = generation + 1, status = 'running', locked_until = $1, updated_at = $2,
                      fingerprint = $3, arguments = $4
                  WHERE tenant_id = $5 AND id = $6 AND generation = $7
-                   AND (status IN ('failed_transient', 'outcome_unknown') OR (status = 'running' AND locked_until <= $2))
+                   AND (status IN ('failed_transient', 'outcome_unknown', 'superseded')
+                        OR (status = 'running' AND locked_until <= $2)
+                        OR (status = 'failed_permanent' AND fingerprint <> $3))
                  RETURNING generation",
             )
             .bind(lease_until)
@@ -248,7 +251,7 @@ impl LedgerStore for Store {
         Ok(writing!(self, pool => {
             sqlx::query(
                 "DELETE FROM agent_tool_executions
-                 WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient') AND updated_at < $1",
+                 WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient', 'superseded') AND updated_at < $1",
             )
             .bind(before)
             .execute(pool)

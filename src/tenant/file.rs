@@ -157,8 +157,17 @@ fn parse_catalog(
     let settings = BookingSettings {
         min_notice_minutes: raw.booking.min_notice_minutes.unwrap_or(defaults.min_notice_minutes),
         horizon_days: raw.booking.horizon_days.unwrap_or(defaults.horizon_days),
-        slot_step_minutes: raw.booking.slot_step_minutes.unwrap_or(defaults.slot_step_minutes).max(5),
+        slot_step_minutes: raw.booking.slot_step_minutes.unwrap_or(defaults.slot_step_minutes),
     };
+    // Whole-file checks: serde spans are not kept for these small integers.
+    let limits = [
+        (settings.min_notice_minutes <= 60 * 24 * 30, "booking.min_notice_minutes must be at most 43200 (30 days)"),
+        ((1..=366).contains(&settings.horizon_days), "booking.horizon_days must be between 1 and 366"),
+        ((5..=24 * 60).contains(&settings.slot_step_minutes), "booking.slot_step_minutes must be between 5 and 1440"),
+    ];
+    if let Some((_, reason)) = limits.iter().find(|(ok, _)| !ok) {
+        return Err(invalid(raw.name.span(), (*reason).to_owned()));
+    }
     let mut services: Vec<ServiceSpec> = Vec::new();
     for s in &raw.services {
         let name = s.name.get_ref().trim().to_owned();

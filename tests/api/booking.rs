@@ -156,6 +156,50 @@ contract!(book_list_reschedule_cancel, |db| async move {
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 0);
 });
 
+contract!(undone_effects_run_again_instead_of_replaying, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let book = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T14:00:00-03:00" });
+    let first = executed(s.call(&c, "create_booking", book.clone()).await);
+    executed(s.call(&c, "cancel_booking", json!({ "booking_id": first["booking_id"] })).await);
+    // Booking the same slot again after cancelling is a new booking, not "already done".
+    let again = executed(s.call(&c, "create_booking", book.clone()).await);
+    assert_ne!(again["booking_id"], first["booking_id"]);
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+    assert!(matches!(s.call(&c, "create_booking", book).await, Outcome::AlreadyDone(_)));
+
+    // Moving there and back and there again ends where it was asked to.
+    let id = again["booking_id"].clone();
+    for at in ["2026-03-11T15:00:00-03:00", "2026-03-11T14:00:00-03:00", "2026-03-11T15:00:00-03:00"] {
+        let moved = executed(s.call(&c, "reschedule_booking", json!({ "booking_id": id, "starts_at": at })).await);
+        assert_eq!(moved["starts_at"], at);
+    }
+    let mine = executed(s.call(&c, "list_my_bookings", json!({})).await);
+    assert_eq!(mine["bookings"][0]["starts_at"], "2026-03-11T15:00:00-03:00");
+
+    // A corrected request after a refusal runs; it is not a conflict.
+    let wrong = s
+        .call(
+            &c,
+            "create_booking",
+            json!({ "service_id": 999, "professional_id": s.rafa, "starts_at": "2026-03-11T10:00:00-03:00" }),
+        )
+        .await;
+    assert!(matches!(wrong, Outcome::Failed { .. }), "{wrong:?}");
+    let fixed = s
+        .call(
+            &c,
+            "create_booking",
+            json!({ "service_id": s.corte, "professional_id": s.rafa, "starts_at": "2026-03-11T10:00:00-03:00" }),
+        )
+        .await;
+    assert!(matches!(fixed, Outcome::Executed(_)), "{fixed:?}");
+
+    // A booking in the past cannot be cancelled.
+    let late = s.call_at(&c, "cancel_booking", json!({ "booking_id": id }), now() + chrono::TimeDelta::days(2)).await;
+    assert!(late.is_error(), "{late:?}");
+});
+
 contract!(a_taken_or_unoffered_time_is_explained_with_alternatives, |db| async move {
     let s = Scenario::new(db).await;
     let a = s.customer(db, "5511999990001").await;
@@ -265,7 +309,10 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
     // A cancelled appointment frees its time; moving onto an occupied one is refused.
     db.store.cancel_appointment(s.tenant.id, c.contact, first.id, now()).await.unwrap().unwrap();
     let fresh = insert("k5", at(17, 0), at(17, 40), s.ze).await.unwrap();
-    let clash = db.store.move_appointment(s.tenant.id, c.contact, fresh.id, (at(17, 30), at(18, 10)), now()).await;
+    let clash = db
+        .store
+        .move_appointment(s.tenant.id, c.contact, fresh.id, (at(17, 30), at(18, 10)), now(), "reschedule_booking")
+        .await;
     assert!(matches!(clash, Err(balcao::booking::BookingError::SlotTaken)));
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 3);
 });

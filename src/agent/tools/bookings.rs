@@ -56,8 +56,10 @@ async fn alternatives(
     }
 }
 
+/// The booking as the model sees it. Never fails: it runs after the effect committed, so a
+/// failed catalog read only leaves the names out.
 async fn render(store: &Store, call: &ToolCall<'_>, a: &Appointment) -> Result<Value, ToolFailure> {
-    let (services, professionals) = store.catalog(call.ctx.tenant.id).await.map_err(transient)?;
+    let (services, professionals) = store.catalog(call.ctx.tenant.id).await.unwrap_or_default();
     Ok(booking_json(a, &services, &professionals, call.ctx.tenant.timezone))
 }
 
@@ -161,10 +163,16 @@ impl Tool for CreateBooking {
         };
         match self.store.insert_appointment(&new, ctx.now).await {
             Ok(appointment) => render(&self.store, call, &appointment).await,
-            Err(BookingError::SlotTaken) => Err(permanent(
-                "slot_taken: that time was just taken by someone else",
-                json!({ "reason": "slot_taken", "alternatives": alternatives(&self.store, call, service_id, professional_id, start).await }),
-            )),
+            Err(BookingError::SlotTaken) => {
+                // The holder of this key may have booked it a moment ago (a takeover race).
+                if let Ok(Some(mine)) = self.store.appointment_by_key(ctx.tenant.id, key).await {
+                    return render(&self.store, call, &mine).await;
+                }
+                Err(permanent(
+                    "slot_taken: that time was just taken by someone else",
+                    json!({ "reason": "slot_taken", "alternatives": alternatives(&self.store, call, service_id, professional_id, start).await }),
+                ))
+            }
             Err(BookingError::NotFound(what)) => Err(permanent(format!("not found: {what}"), Value::Null)),
             Err(BookingError::Store(e)) => Err(transient(e)),
         }
@@ -271,7 +279,11 @@ impl Tool for RescheduleBooking {
         }
         check_offered(&self.store, call, current.service_id, current.professional_id, start).await?;
         let new_block = (start, start + (current.ends_at - current.starts_at));
-        match self.store.move_appointment(ctx.tenant.id, ctx.customer, id, new_block, ctx.now).await {
+        match self
+            .store
+            .move_appointment(ctx.tenant.id, ctx.customer, id, new_block, ctx.now, RESCHEDULE_BOOKING.name)
+            .await
+        {
             Ok(Some(moved)) => render(&self.store, call, &moved).await,
             Ok(None) => Err(permanent(format!("booking {id} is no longer active"), Value::Null)),
             Err(BookingError::SlotTaken) => Err(permanent(
