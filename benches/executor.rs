@@ -16,7 +16,7 @@ use balcao::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Tool, ToolCall, ToolFailure,
     ToolSpec, derive_key, fingerprint,
 };
-use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Settlement, Store, TenantStore};
+use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Reservation, Settlement, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -87,6 +87,33 @@ async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, Conversa
     (store, tenant, contact, conversation)
 }
 
+/// The reserve statement for the no-op tool's `item`, issued directly.
+async fn reserve(
+    store: &Store,
+    tenant: &balcao::tenant::Tenant,
+    contact: ContactId,
+    conversation: ConversationId,
+    item: &str,
+) -> Reservation {
+    let args = NOOP.normalize(&json!({ "item": item })).expect("args");
+    let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
+    let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
+    let (fingerprint, arguments) = (fingerprint(&args), args.to_value());
+    let new = NewExecution {
+        tenant: tenant.id,
+        key: &key,
+        tool: NOOP.name,
+        fingerprint: &fingerprint,
+        arguments: &arguments,
+        conversation,
+        contact,
+        turn: None,
+        tool_use_id: None,
+    };
+    let now = Utc::now();
+    store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
+}
+
 async fn bench(name: &str, url: &str) -> String {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
@@ -112,27 +139,12 @@ async fn bench(name: &str, url: &str) -> String {
             assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
         }
         for i in 0..CALLS / ROUNDS {
-            let args = NOOP.normalize(&json!({ "item": format!("direct-{round}-{i}") })).expect("args");
-            let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
-            let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
-            let (fp, arguments) = (fingerprint(&args), args.to_value());
-            let new = NewExecution {
-                tenant: tenant.id,
-                key: &key,
-                tool: NOOP.name,
-                fingerprint: &fp,
-                arguments: &arguments,
-                conversation,
-                contact,
-                turn: None,
-                tool_use_id: None,
-            };
             let result = json!({ "ok": true });
             let settle = Settlement { state: LedgerState::Succeeded, result: Some(&result), error: None };
             let now = Utc::now();
             let started = Instant::now();
-            let balcao::store::Reservation::Fresh(id) =
-                store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
+            let Reservation::Fresh(id) =
+                reserve(&store, &tenant, contact, conversation, &format!("direct-{round}-{i}")).await
             else {
                 panic!("fresh key")
             };
@@ -148,26 +160,10 @@ async fn bench(name: &str, url: &str) -> String {
         }
         for i in 0..CALLS / ROUNDS {
             // The one statement a replay costs: the reserve upsert on an existing key.
-            let args = NOOP.normalize(&json!({ "item": format!("direct-{round}-{i}") })).expect("args");
-            let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
-            let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
-            let (fp, arguments) = (fingerprint(&args), args.to_value());
-            let new = NewExecution {
-                tenant: tenant.id,
-                key: &key,
-                tool: NOOP.name,
-                fingerprint: &fp,
-                arguments: &arguments,
-                conversation,
-                contact,
-                turn: None,
-                tool_use_id: None,
-            };
-            let now = Utc::now();
             let started = Instant::now();
-            let repeat = store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve");
+            let repeat = reserve(&store, &tenant, contact, conversation, &format!("direct-{round}-{i}")).await;
             one_statement.push(started.elapsed());
-            assert!(matches!(repeat, balcao::store::Reservation::Repeat(_)));
+            assert!(matches!(repeat, Reservation::Repeat(_)));
         }
         for _ in 0..CALLS / ROUNDS {
             let started = Instant::now();

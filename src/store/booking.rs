@@ -76,6 +76,13 @@ pub trait BookingStore {
     async fn count_active_appointments(&self, tenant: TenantId) -> StoreResult<i64>;
 }
 
+/// The columns of [`Appointment`], for `SELECT` and `RETURNING`.
+macro_rules! appointment_columns {
+    () => {
+        "id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents"
+    };
+}
+
 fn overlap_or(e: sqlx::Error) -> BookingError {
     if let sqlx::Error::Database(db) = &e
         && (db.code().as_deref() == Some("23P01") || db.message().contains("appointment_overlap"))
@@ -307,11 +314,11 @@ impl BookingStore for Store {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await.map_err(StoreError::from)?;
             let inserted: Option<Appointment> = sqlx::query_as(
-                "INSERT INTO appointments (tenant_id, contact_id, service_id, professional_id, starts_at, ends_at, status,
+                concat!("INSERT INTO appointments (tenant_id, contact_id, service_id, professional_id, starts_at, ends_at, status,
                                            price_cents, idempotency_key, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', $7, $8, $9, $9)
                  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-                 RETURNING id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents",
+                 RETURNING ", appointment_columns!()),
             )
             .bind(new.tenant.0)
             .bind(new.contact.0)
@@ -328,8 +335,8 @@ impl BookingStore for Store {
             let appointment = match inserted {
                 Some(a) => a,
                 None => sqlx::query_as(
-                    "SELECT id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents
-                     FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2",
+                    concat!("SELECT ", appointment_columns!(), "
+                     FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"),
                 )
                 .bind(new.tenant.0)
                 .bind(new.key.as_str())
@@ -345,8 +352,8 @@ impl BookingStore for Store {
     async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents
-                 FROM appointments WHERE tenant_id = $1 AND id = $2",
+                concat!("SELECT ", appointment_columns!(), "
+                 FROM appointments WHERE tenant_id = $1 AND id = $2"),
             )
             .bind(tenant.0)
             .bind(id)
@@ -358,8 +365,8 @@ impl BookingStore for Store {
     async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents
-                 FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2",
+                concat!("SELECT ", appointment_columns!(), "
+                 FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"),
             )
             .bind(tenant.0)
             .bind(key.as_str())
@@ -394,9 +401,9 @@ impl BookingStore for Store {
             // The booking call that made it no longer holds: release its key, so the same
             // slot can be booked again and a repeat is not told "already booked".
             let cancelled: Option<Appointment> = sqlx::query_as(
-                "UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
+                concat!("UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND contact_id = $3 AND id = $4 AND status IN ('held', 'confirmed')
-                 RETURNING id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents",
+                 RETURNING ", appointment_columns!()),
             )
             .bind(now)
             .bind(tenant.0)
@@ -432,9 +439,9 @@ impl BookingStore for Store {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await.map_err(StoreError::from)?;
             let moved: Option<Appointment> = sqlx::query_as(
-                "UPDATE appointments SET starts_at = $1, ends_at = $2, updated_at = $3
+                concat!("UPDATE appointments SET starts_at = $1, ends_at = $2, updated_at = $3
                  WHERE tenant_id = $4 AND contact_id = $5 AND id = $6 AND status IN ('held', 'confirmed')
-                 RETURNING id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents",
+                 RETURNING ", appointment_columns!()),
             )
             .bind(starts_at)
             .bind(ends_at)
@@ -474,9 +481,9 @@ impl BookingStore for Store {
     ) -> StoreResult<Vec<Appointment>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents
+                concat!("SELECT ", appointment_columns!(), "
                  FROM appointments WHERE tenant_id = $1 AND contact_id = $2 AND status IN ('held', 'confirmed')
-                   AND starts_at >= $3 ORDER BY starts_at",
+                   AND starts_at >= $3 ORDER BY starts_at"),
             )
             .bind(tenant.0)
             .bind(contact.0)

@@ -8,6 +8,14 @@ use super::{Store, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
 
+/// The columns of [`ExecutionRecord`], for `SELECT` and `RETURNING`.
+macro_rules! execution_columns {
+    () => {
+        "id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation, \
+         locked_until, replay_count, tool_use_id, created_at, reserved_by"
+    };
+}
+
 /// A reservation to insert.
 #[derive(Debug, Clone)]
 pub struct NewExecution<'a> {
@@ -101,15 +109,14 @@ impl LedgerStore for Store {
     ) -> StoreResult<Reservation> {
         let token = uuid::Uuid::new_v4().to_string();
         let row: ExecutionRecord = writing!(self, pool => {
-            sqlx::query_as(
+            sqlx::query_as(concat!(
                 "INSERT INTO agent_tool_executions
                      (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
                       tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12)
                  ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
                      replay_count = agent_tool_executions.replay_count + 1
-                 RETURNING id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
-                           locked_until, replay_count, tool_use_id, created_at, reserved_by",
+                 RETURNING ", execution_columns!()),
             )
             .bind(new.tenant.0)
             .bind(new.key.as_str())
@@ -132,9 +139,8 @@ impl LedgerStore for Store {
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
-                        locked_until, replay_count, tool_use_id, created_at, reserved_by
-                 FROM agent_tool_executions WHERE tenant_id = $1 AND idempotency_key = $2",
+                concat!("SELECT ", execution_columns!(), "
+                 FROM agent_tool_executions WHERE tenant_id = $1 AND idempotency_key = $2"),
             )
             .bind(tenant.0)
             .bind(key.as_str())
@@ -236,9 +242,8 @@ impl LedgerStore for Store {
     ) -> StoreResult<Vec<ExecutionRecord>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
-                        locked_until, replay_count, tool_use_id, created_at, reserved_by
-                 FROM agent_tool_executions WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
+                concat!("SELECT ", execution_columns!(), "
+                 FROM agent_tool_executions WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id"),
             )
             .bind(tenant.0)
             .bind(conversation.0)

@@ -153,6 +153,21 @@ async fn run(
     s.executor.execute(probe, &ctx(s, c, trigger, "toolu_x", at), &input).await.unwrap()
 }
 
+/// Starts a call on another task and returns once its handler is running.
+async fn start_in_background(
+    s: &Arc<Scenario>,
+    c: &Arc<Customer>,
+    probe: &Arc<Probe>,
+    input: &Value,
+) -> tokio::task::JoinHandle<Outcome> {
+    let (s, c, p, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
+    let task = tokio::spawn(async move { run(&s, &c, &p, input, "m1", now()).await });
+    while probe.runs() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    task
+}
+
 async fn row(db: &TestDb, s: &Scenario, c: &Customer) -> balcao::ledger::ExecutionRecord {
     let rows = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -226,13 +241,7 @@ contract!(a_worker_dying_mid_tool_is_taken_over_after_the_lease, |db| async move
     let c = Arc::new(s.customer(db, "5511999990001").await);
     let probe = Probe::new(&BUSINESS, [Behaviour::Hang]);
     let input = json!({ "item": "corte" });
-    let doomed = {
-        let (s, c, probe, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
-        tokio::spawn(async move { run(&s, &c, &probe, input, "m1", now()).await })
-    };
-    while probe.runs() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let doomed = start_in_background(&s, &c, &probe, &input).await;
     doomed.abort();
     let lease_end = now() + TimeDelta::from_std(LEASE).unwrap();
     assert_eq!(
@@ -266,13 +275,7 @@ contract!(takeover_happens_while_duplicates_keep_arriving, |db| async move {
     let c = Arc::new(s.customer(db, "5511999990001").await);
     let probe = Probe::new(&BUSINESS, [Behaviour::Hang]);
     let input = json!({ "item": "corte" });
-    let doomed = {
-        let (s, c, probe, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
-        tokio::spawn(async move { run(&s, &c, &probe, input, "m1", now()).await })
-    };
-    while probe.runs() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let doomed = start_in_background(&s, &c, &probe, &input).await;
     doomed.abort();
     let locked_until = row(db, &s, &c).await.locked_until;
     // A retrying caller every 10 s for the whole lease: none of them extends it.
@@ -335,13 +338,7 @@ contract!(a_worker_whose_lease_expired_cannot_store_its_outcome, |db| async move
     let gate = Arc::new(Semaphore::new(0));
     let probe = Probe::new(&BUSINESS, [Behaviour::Gate(gate.clone())]);
     let input = json!({ "item": "corte" });
-    let zombie = {
-        let (s, c, probe, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
-        tokio::spawn(async move { run(&s, &c, &probe, input, "m1", now()).await })
-    };
-    while probe.runs() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let zombie = start_in_background(&s, &c, &probe, &input).await;
     let heir = run(&s, &c, &probe, input, "m1", now() + TimeDelta::seconds(121)).await;
     assert!(matches!(&heir, Outcome::Executed(v) if v["generation"] == 2));
     gate.add_permits(1);
