@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -198,7 +198,10 @@ impl Worker {
             tracing::info!(pruned, "pruned finished jobs");
         }
         if let Some(retention) = self.ledger_retention {
-            let pruned = self.store.prune_executions(now - to_delta(retention)).await?;
+            // Never shorter than a booking can lie ahead: a repeat of a booking request must be
+            // recognized for as long as the booking can exist.
+            let horizon = TimeDelta::days(self.store.max_horizon_days().await?);
+            let pruned = self.store.prune_executions(now - to_delta(retention).max(horizon)).await?;
             if pruned > 0 {
                 tracing::info!(pruned, "pruned settled ledger rows");
             }

@@ -19,6 +19,8 @@ pub trait TenantStore {
     async fn staff(&self, tenant: TenantId) -> StoreResult<Vec<PhoneE164>>;
     /// Whether any tenant carries its own access token (so it would send for real).
     async fn any_tenant_has_token(&self) -> StoreResult<bool>;
+    /// The longest booking horizon of any tenant, in days.
+    async fn max_horizon_days(&self) -> StoreResult<i64>;
 }
 
 #[derive(sqlx::FromRow)]
@@ -179,5 +181,12 @@ impl TenantStore for Store {
                 .await
         })?;
         Ok(n > 0)
+    }
+
+    async fn max_horizon_days(&self) -> StoreResult<i64> {
+        let days: Option<i64> = reading!(self, pool => {
+            sqlx::query_scalar("SELECT MAX(horizon_days) FROM tenants").fetch_one(pool).await
+        })?;
+        Ok(days.unwrap_or(0))
     }
 }
