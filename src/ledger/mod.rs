@@ -4,8 +4,11 @@
 //! Invariants:
 //! - only write tools pass through here; a write's key comes from business identity
 //!   ([`key`]), never from the `tool_use_id`;
-//! - a call reserves its key with insert-or-ignore on `agent_tool_executions` (unique per
-//!   tenant); only the winner runs the handler;
+//! - a call reserves its key on `agent_tool_executions` (unique per tenant) in one statement:
+//!   `INSERT … ON CONFLICT DO UPDATE SET replay_count = replay_count + 1 RETURNING …`. The
+//!   inserter (recognized by a token only it knows) runs the handler; a repeat gets the stored
+//!   row back from the same statement, so a replay costs one round trip and is counted without
+//!   touching the lease;
 //! - a repeat gets the stored outcome (`already_done`, or the permanent failure) without the
 //!   handler running again; a call under the same key with different arguments is a
 //!   `conflict`, never a silent replay; a call while another attempt holds the lease is
