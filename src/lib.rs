@@ -21,6 +21,7 @@ pub mod http;
 pub mod inbound;
 pub mod jobs;
 pub mod ledger;
+pub mod llm;
 pub mod messages;
 pub mod metrics;
 pub mod outbox;

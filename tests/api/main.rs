@@ -10,6 +10,7 @@ mod cli;
 mod concurrency;
 mod jobs;
 mod ledger;
+mod llm;
 mod outbox;
 mod payloads;
 mod pipeline;
