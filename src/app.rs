@@ -10,14 +10,43 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::agent::tools::booking_tools;
+use crate::agent::{AgentSettings, AgentTurn};
+use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::jobs::{TurnTiming, Worker, WorkerPool};
+use crate::ledger::Executor;
+use crate::llm::anthropic::AnthropicClient;
+use crate::llm::openai::OpenAiClient;
+use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
 use crate::store::{Store, TenantStore};
 use crate::turn::{AcknowledgeTurn, Replier, TurnHandler};
 use crate::whatsapp::GraphClient;
+
+/// The model client the configuration asks for, if any.
+fn model_client(config: &Config) -> anyhow::Result<Option<(&'static str, Arc<dyn ModelClient>)>> {
+    let timeout = config.agent.llm_timeout;
+    Ok(match &config.agent.kind {
+        AgentKind::Guided => None,
+        AgentKind::Anthropic { api_key, model, base_url } => Some((
+            "anthropic",
+            Arc::new(AnthropicClient::new(base_url, api_key.clone(), model, timeout, RetryPolicy::default())?),
+        )),
+        AgentKind::OpenAi { api_key, model, base_url, parallel_tool_calls } => Some((
+            "openai",
+            Arc::new(OpenAiClient::new(
+                base_url,
+                api_key.clone(),
+                model,
+                *parallel_tool_calls,
+                timeout,
+                RetryPolicy::default(),
+            )?),
+        )),
+    })
+}
 
 pub struct App {
     listener: TcpListener,
@@ -38,9 +67,27 @@ pub struct HandlerContext {
 }
 
 impl App {
-    /// Builds with the placeholder acknowledgement handler.
+    /// Builds with the agent the configuration names (`AGENT`).
     pub async fn build(config: Config, store: Store) -> anyhow::Result<Self> {
-        Self::build_with(config, store, |ctx| Arc::new(AcknowledgeTurn { replier: ctx.replier })).await
+        let model = model_client(&config)?;
+        Self::build_with(config, store, move |ctx| match model {
+            Some((provider, model)) => Arc::new(AgentTurn {
+                executor: Executor::new(ctx.store.clone(), ctx.config.ledger.lease),
+                tools: booking_tools(&ctx.store),
+                store: ctx.store,
+                model,
+                provider,
+                replier: ctx.replier,
+                settings: AgentSettings {
+                    max_steps: ctx.config.agent.max_steps,
+                    max_tokens: ctx.config.agent.max_tokens,
+                    history_turns: ctx.config.agent.history_turns,
+                    history_budget_chars: ctx.config.agent.history_budget_chars,
+                },
+            }),
+            None => Arc::new(AcknowledgeTurn { replier: ctx.replier }),
+        })
+        .await
     }
 
     /// Binds the listener (port 0 picks a free one), checks the store and wires the parts.

@@ -13,6 +13,8 @@ use std::time::Duration;
 pub const DEFAULT_WHATSAPP_API_URL: &str = "https://graph.facebook.com/v25.0";
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://./data/balcao.db";
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+/// Override with `ANTHROPIC_MODEL`; take real ids from the provider's model list.
+pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 /// Used only in local mode (no access token anywhere): nothing leaves the machine, and the
 /// `balcao chat` client signs its payloads with the same value.
 pub const LOCAL_DEV_APP_SECRET: &str = "balcao-local-development-secret";
@@ -113,6 +115,34 @@ pub struct QueueConfig {
     pub poll_interval: Duration,
 }
 
+/// Which agent answers turns.
+#[derive(Debug, Clone)]
+pub enum AgentKind {
+    /// No model: the deterministic menu agent (until it lands, a fixed acknowledgement).
+    Guided,
+    Anthropic {
+        api_key: Secret,
+        model: String,
+        base_url: String,
+    },
+    OpenAi {
+        api_key: Option<Secret>,
+        model: String,
+        base_url: String,
+        parallel_tool_calls: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub kind: AgentKind,
+    pub max_steps: u32,
+    pub max_tokens: u32,
+    pub history_turns: i64,
+    pub history_budget_chars: usize,
+    pub llm_timeout: Duration,
+}
+
 #[derive(Debug, Clone)]
 pub struct LedgerConfig {
     /// How long an attempt at a side effect holds its key before another may take over.
@@ -138,6 +168,7 @@ pub struct Config {
     pub queue: QueueConfig,
     pub outbox: OutboxConfig,
     pub ledger: LedgerConfig,
+    pub agent: AgentConfig,
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
 }
@@ -257,6 +288,53 @@ impl Config {
             lease: Duration::from_secs(r.positive("BALCAO_LEDGER_LEASE_SECONDS", 120, "seconds")),
             retention: Duration::from_secs(86_400 * r.positive("BALCAO_LEDGER_RETENTION_DAYS", 30, "days")),
         };
+        let anthropic_key = r.string("ANTHROPIC_API_KEY").map(Secret::new);
+        let kind = match r.string("AGENT").as_deref() {
+            Some("guided") => AgentKind::Guided,
+            None if anthropic_key.is_none() => AgentKind::Guided,
+            None | Some("anthropic") => match anthropic_key {
+                Some(api_key) => AgentKind::Anthropic {
+                    api_key,
+                    model: r.string("ANTHROPIC_MODEL").unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.to_owned()),
+                    base_url: r
+                        .string("ANTHROPIC_BASE_URL")
+                        .unwrap_or_else(|| crate::llm::anthropic::DEFAULT_BASE_URL.to_owned()),
+                },
+                None => {
+                    r.problems.push("AGENT=anthropic needs ANTHROPIC_API_KEY".to_owned());
+                    AgentKind::Guided
+                }
+            },
+            Some("openai") => match r.string("OPENAI_MODEL") {
+                Some(model) => AgentKind::OpenAi {
+                    api_key: r.string("OPENAI_API_KEY").map(Secret::new),
+                    model,
+                    base_url: r
+                        .string("OPENAI_BASE_URL")
+                        .unwrap_or_else(|| crate::llm::openai::DEFAULT_BASE_URL.to_owned()),
+                    parallel_tool_calls: r.parsed("OPENAI_PARALLEL_TOOL_CALLS_FLAG", true, "true or false"),
+                },
+                None => {
+                    r.problems.push(
+                        "AGENT=openai needs OPENAI_MODEL (and OPENAI_BASE_URL for Ollama, vLLM or OpenRouter)"
+                            .to_owned(),
+                    );
+                    AgentKind::Guided
+                }
+            },
+            Some(other) => {
+                r.problems.push(format!("AGENT={other:?} must be guided, anthropic or openai"));
+                AgentKind::Guided
+            }
+        };
+        let agent = AgentConfig {
+            kind,
+            max_steps: r.positive("BALCAO_AGENT_MAX_STEPS", 6, "steps") as u32,
+            max_tokens: r.positive("BALCAO_AGENT_MAX_TOKENS", 1024, "tokens") as u32,
+            history_turns: r.positive("BALCAO_AGENT_HISTORY_TURNS", 20, "turns") as i64,
+            history_budget_chars: r.positive("BALCAO_AGENT_HISTORY_BUDGET_CHARS", 48_000, "characters") as usize,
+            llm_timeout: Duration::from_secs(r.positive("BALCAO_LLM_TIMEOUT_SECONDS", 90, "seconds")),
+        };
         let shutdown_grace = Duration::from_secs(r.positive("BALCAO_SHUTDOWN_GRACE_SECONDS", 20, "seconds"));
         let log_format = match r.string("BALCAO_LOG_FORMAT").as_deref() {
             None | Some("text") => LogFormat::Text,
@@ -270,7 +348,18 @@ impl Config {
         if !r.problems.is_empty() {
             return Err(ConfigError(r.problems));
         }
-        Ok(Self { database_url, db_max_connections, addr, whatsapp, queue, outbox, ledger, shutdown_grace, log_format })
+        Ok(Self {
+            database_url,
+            db_max_connections,
+            addr,
+            whatsapp,
+            queue,
+            outbox,
+            ledger,
+            agent,
+            shutdown_grace,
+            log_format,
+        })
     }
 }
 

@@ -122,7 +122,7 @@ fn message_json(m: &ChatMessage) -> Value {
     let content: Vec<Value> = blocks
         .into_iter()
         .map(|b| match b {
-            Block::Text(text) => json!({ "type": "text", "text": text }),
+            Block::Text { text } => json!({ "type": "text", "text": text }),
             Block::ToolUse { id, name, input, .. } => {
                 json!({ "type": "tool_use", "id": id, "name": name, "input": input })
             }
@@ -145,9 +145,8 @@ fn parse(text: &str, request_id: Option<String>) -> Result<ModelResponse, ModelE
     let mut blocks = Vec::new();
     for block in content {
         match block.get("type").and_then(Value::as_str) {
-            Some("text") => {
-                blocks.push(Block::Text(block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()))
-            }
+            Some("text") => blocks
+                .push(Block::Text { text: block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned() }),
             Some("tool_use") => {
                 let input = block.get("input").cloned().unwrap_or(Value::Null);
                 blocks.push(Block::ToolUse {

@@ -17,6 +17,7 @@ mod retry;
 pub use retry::RetryPolicy;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A tool as the model sees it.
@@ -28,9 +29,12 @@ pub struct ToolDef {
 }
 
 /// One piece of a message, provider-neutral.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Block {
-    Text(String),
+    Text {
+        text: String,
+    },
     /// A tool call. `input` is what the model sent; `input_error` says why it is unusable
     /// (OpenAI sends arguments as a JSON string that may not parse).
     ToolUse {
@@ -46,7 +50,8 @@ pub enum Block {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
     Assistant,
@@ -54,7 +59,7 @@ pub enum Role {
 
 /// A history entry. Assistant messages carry the provider's own JSON (`raw`) to send back
 /// unchanged.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatMessage {
     pub role: Role,
     pub blocks: Vec<Block>,
@@ -63,7 +68,7 @@ pub struct ChatMessage {
 
 impl ChatMessage {
     pub fn user_text(text: impl Into<String>) -> Self {
-        Self { role: Role::User, blocks: vec![Block::Text(text.into())], raw: None }
+        Self { role: Role::User, blocks: vec![Block::Text { text: text.into() }], raw: None }
     }
 }
 
@@ -108,7 +113,7 @@ impl ModelResponse {
     pub fn text(&self) -> String {
         self.blocks
             .iter()
-            .filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None })
+            .filter_map(|b| if let Block::Text { text } = b { Some(text.as_str()) } else { None })
             .collect::<Vec<_>>()
             .join("\n")
     }

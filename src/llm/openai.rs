@@ -121,8 +121,11 @@ fn message_json(m: &ChatMessage) -> Vec<Value> {
     }
     let mut out = Vec::new();
     if m.role == Role::Assistant {
-        let text: Vec<&str> =
-            m.blocks.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect();
+        let text: Vec<&str> = m
+            .blocks
+            .iter()
+            .filter_map(|b| if let Block::Text { text } = b { Some(text.as_str()) } else { None })
+            .collect();
         let calls: Vec<Value> = m
             .blocks
             .iter()
@@ -147,7 +150,7 @@ fn message_json(m: &ChatMessage) -> Vec<Value> {
         }
     }
     let text: Vec<&str> =
-        m.blocks.iter().filter_map(|b| if let Block::Text(t) = b { Some(t.as_str()) } else { None }).collect();
+        m.blocks.iter().filter_map(|b| if let Block::Text { text } = b { Some(text.as_str()) } else { None }).collect();
     if !text.is_empty() {
         out.push(json!({ "role": "user", "content": text.join("\n") }));
     }
@@ -160,7 +163,7 @@ fn parse(text: &str, request_id: Option<String>) -> Result<ModelResponse, ModelE
     let message = choice.get("message").cloned().ok_or_else(|| ModelError::Malformed("no message".into()))?;
     let mut blocks = Vec::new();
     if let Some(text) = message.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-        blocks.push(Block::Text(text.to_owned()));
+        blocks.push(Block::Text { text: text.to_owned() });
     }
     for call in message.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
         let raw_args = call.pointer("/function/arguments").and_then(Value::as_str).unwrap_or("");

@@ -11,6 +11,7 @@
 //! - Each method is one complete unit of work with its transaction inside.
 
 mod booking;
+mod history;
 mod inbound;
 mod jobs;
 mod ledger;
@@ -25,6 +26,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool, Transaction};
 
 pub use booking::{BookingStore, NewAppointment};
+pub use history::{HistoryStore, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::JobStore;
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement};

@@ -17,14 +17,14 @@ use balcao::llm::{Block, ChatMessage, ModelClient, ModelError, ModelRequest, Ret
 use serde_json::{Value, json};
 
 #[derive(Clone)]
-struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, &'static str)>,
-    body: Value,
-    delay: Duration,
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, &'static str)>,
+    pub body: Value,
+    pub delay: Duration,
 }
 
-fn ok(body: Value) -> Reply {
+pub fn ok(body: Value) -> Reply {
     Reply {
         status: 200,
         headers: vec![("request-id", "req_test"), ("x-request-id", "req_oa")],
@@ -33,7 +33,7 @@ fn ok(body: Value) -> Reply {
     }
 }
 
-fn status(status: u16, body: Value) -> Reply {
+pub fn status(status: u16, body: Value) -> Reply {
     Reply { status, headers: vec![], body, delay: Duration::ZERO }
 }
 
@@ -44,8 +44,8 @@ struct Inner {
 }
 
 #[derive(Clone)]
-struct FakeModel {
-    url: String,
+pub struct FakeModel {
+    pub url: String,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -64,7 +64,7 @@ async fn answer(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, body
 }
 
 impl FakeModel {
-    async fn start(script: Vec<Reply>) -> Self {
+    pub async fn start(script: Vec<Reply>) -> Self {
         let inner = Arc::new(Mutex::new(Inner { script: script.into(), requests: vec![] }));
         let app = axum::Router::new()
             .route("/v1/messages", post(answer))
@@ -77,7 +77,11 @@ impl FakeModel {
         });
         Self { url, inner }
     }
-    fn requests(&self) -> Vec<(HeaderMap, Value)> {
+    pub fn push(&self, reply: Reply) {
+        self.inner.lock().unwrap().script.push_back(reply);
+    }
+
+    pub fn requests(&self) -> Vec<(HeaderMap, Value)> {
         self.inner.lock().unwrap().requests.clone()
     }
 }
@@ -191,7 +195,7 @@ async fn anthropic_history_is_echoed_verbatim_with_results_first() {
     next.messages.push(ChatMessage {
         role: Role::User,
         blocks: vec![
-            Block::Text("obrigado".into()),
+            Block::Text { text: "obrigado".into() },
             Block::ToolResult { tool_use_id: "toolu_01".into(), content: "{\"booking_id\":7}".into(), is_error: false },
         ],
         raw: None,

@@ -5,6 +5,7 @@
 mod common;
 mod fake_graph;
 
+mod agent;
 mod booking;
 mod cli;
 mod concurrency;

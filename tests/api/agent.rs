@@ -1,0 +1,244 @@
+//! The model-driven turn end to end: webhook in, a loopback Anthropic server deciding, tools
+//! through the executor, the reply in the outbox. Both databases.
+
+use balcao::store::{BookingStore, HistoryStore, OutboxStore};
+use chrono::{Datelike, TimeDelta, Utc, Weekday};
+use serde_json::{Value, json};
+
+use crate::common::{TestApp, TestDb, test_config};
+use crate::contract;
+use crate::llm::{FakeModel, Reply, ok, status};
+use crate::payloads::{bytes, text_payload};
+use crate::scenario::Scenario;
+
+/// A weekday at least two days ahead, 14:00 in São Paulo (Zé works then).
+fn slot() -> String {
+    let mut day = (Utc::now() + TimeDelta::days(2)).date_naive();
+    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
+        day = day.succ_opt().unwrap();
+    }
+    format!("{day}T14:00:00-03:00")
+}
+
+fn tool_use(calls: &[(&str, &str, Value)]) -> Reply {
+    let content: Vec<Value> = calls
+        .iter()
+        .map(|(id, name, input)| json!({ "type": "tool_use", "id": id, "name": name, "input": input }))
+        .collect();
+    ok(json!({ "content": content, "stop_reason": "tool_use", "usage": { "input_tokens": 1, "output_tokens": 1 } }))
+}
+
+fn says(text: &str) -> Reply {
+    ok(json!({ "content": [{ "type": "text", "text": text }], "stop_reason": "end_turn", "usage": {} }))
+}
+
+async fn agent_app(db: &TestDb, fake: &FakeModel, extra: &[(&str, &str)]) -> (Scenario, TestApp) {
+    let s = Scenario::new(db).await;
+    let mut vars =
+        vec![("AGENT", "anthropic"), ("ANTHROPIC_API_KEY", "sk-test"), ("ANTHROPIC_BASE_URL", fake.url.as_str())];
+    vars.extend_from_slice(extra);
+    let mut config = test_config("http://127.0.0.1:9", &vars);
+    config.whatsapp.access_token = None; // replies stay local: this is about the turn
+    let app = TestApp::spawn(db, config).await;
+    (s, app)
+}
+
+/// The tool results the model received in request `n`.
+fn results(fake: &FakeModel, n: usize) -> Vec<Value> {
+    let body = &fake.requests()[n].1;
+    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    last["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_result").cloned().collect()
+}
+
+async fn replies(db: &TestDb, s: &Scenario) -> Vec<String> {
+    db.store.list_outbound(s.tenant.id).await.unwrap().iter().map(|r| r.message.0.body().to_owned()).collect()
+}
+
+contract!(a_customer_is_booked_from_a_chat_message, |db| async move {
+    let at = slot();
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) = agent_app(db, &fake, &[]).await;
+    let date = &at[..10];
+    fake_script(
+        &fake,
+        vec![
+            tool_use(&[("toolu_1", "check_availability", json!({ "service_id": s.corte, "date": date }))]),
+            tool_use(&[(
+                "toolu_2",
+                "create_booking",
+                json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": at }),
+            )]),
+            says("Pronto! Seu corte está marcado."),
+        ],
+    );
+    assert_eq!(
+        app.post_webhook(&bytes(&text_payload("wamid.b1", "5511999990001", "quero cortar o cabelo às 14h")))
+            .await
+            .status(),
+        200
+    );
+    app.drain_turns().await;
+    assert_eq!(replies(db, &s).await, ["Pronto! Seu corte está marcado."]);
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+    let first = &fake.requests()[0].1;
+    assert_eq!(first["tool_choice"]["disable_parallel_tool_use"], true);
+    assert!(first["system"][0]["text"].as_str().unwrap().contains("Barbearia do Zé"));
+    assert!(first["messages"][0]["content"][0]["text"].as_str().unwrap().contains("quero cortar"));
+    let slots = &results(&fake, 1)[0]["content"];
+    assert!(slots.as_str().unwrap().contains(&at), "{slots}");
+    assert_eq!(results(&fake, 2)[0].get("is_error"), None);
+});
+
+/// The fake answers in the order requests arrive; tests add replies as they go.
+fn fake_script(fake: &FakeModel, replies: Vec<Reply>) {
+    for r in replies {
+        fake.push(r);
+    }
+}
+
+contract!(a_turn_retried_after_the_booking_ran_books_once, |db| async move {
+    let at = slot();
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) = agent_app(db, &fake, &[]).await;
+    let book = |id: &str| {
+        tool_use(&[(id, "create_booking", json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": at }))])
+    };
+    let mut stuck = says("never delivered");
+    stuck.delay = std::time::Duration::from_secs(30);
+    fake_script(&fake, vec![book("toolu_A"), stuck]);
+    app.post_webhook(&bytes(&text_payload("wamid.r1", "5511999990001", "marca pra mim"))).await;
+    let start = Utc::now() + TimeDelta::seconds(60);
+    let worker = app.worker.clone();
+    let doomed = tokio::spawn(async move { worker.run_next_at(start).await });
+    while db.store.count_active_appointments(s.tenant.id).await.unwrap() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    while fake.requests().len() < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    doomed.abort(); // the worker dies before replying
+
+    // Asked again from scratch, the model repeats the call with a new id.
+    fake_script(&fake, vec![book("toolu_B"), says("Já está agendado!")]);
+    let later = start + TimeDelta::seconds(31);
+    app.worker.maintain_at(later).await.unwrap();
+    assert!(matches!(app.worker.run_next_at(later).await.unwrap(), balcao::jobs::RunOutcome::Completed(_)));
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+    let repeat: Value = serde_json::from_str(results(&fake, 3)[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(repeat["already_done"], true);
+    assert_eq!(replies(db, &s).await, ["Já está agendado!"]);
+});
+
+contract!(repeated_and_extra_writes_in_one_response_run_once, |db| async move {
+    let at = slot();
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) = agent_app(db, &fake, &[]).await;
+    let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": at });
+    fake_script(
+        &fake,
+        vec![
+            tool_use(&[
+                ("t1", "create_booking", input.clone()),
+                ("t2", "create_booking", input.clone()),
+                ("t3", "create_booking", json!({ "service_id": s.corte, "professional_id": s.rafa, "starts_at": at })),
+                ("t4", "create_booking", json!({ "service_id": "corte", "professional_id": s.ze, "starts_at": at })),
+            ]),
+            says("Agendado."),
+        ],
+    );
+    app.post_webhook(&bytes(&text_payload("wamid.p1", "5511999990001", "marca"))).await;
+    app.drain_turns().await;
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+    let r = results(&fake, 1);
+    assert_eq!(r.iter().map(|b| b["tool_use_id"].as_str().unwrap()).collect::<Vec<_>>(), ["t1", "t2", "t3", "t4"]);
+    assert_eq!(r[0]["content"], r[1]["content"], "identical calls share one execution");
+    assert!(r[2]["content"].as_str().unwrap().contains("Not executed") && r[2]["is_error"] == true);
+    assert_eq!(r[3]["is_error"], true);
+
+    // A later turn where the model books again gets already_done.
+    fake_script(&fake, vec![tool_use(&[("t9", "create_booking", input)]), says("Sim, está marcado.")]);
+    app.post_webhook(&bytes(&text_payload("wamid.p2", "5511999990001", "e aí, marcou?"))).await;
+    app.drain_turns().await;
+    let again: Value = serde_json::from_str(results(&fake, 3)[0]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(again["already_done"], true);
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+    // The second turn's request carried the first turn's history, pairs intact.
+    let messages = fake.requests()[2].1["messages"].as_array().unwrap().clone();
+    assert_eq!(messages.len(), 5, "user, assistant(tool_use), user(results), assistant(text), user");
+});
+
+contract!(a_failing_provider_still_gets_the_customer_an_answer, |db| async move {
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) = agent_app(db, &fake, &[]).await;
+    let spend = json!({ "type": "error", "error": { "type": "rate_limit_error", "message": "cap",
+                         "details": { "error_code": "enforced_spend_limit_reached" } } });
+    fake_script(&fake, vec![status(429, spend)]);
+    app.post_webhook(&bytes(&text_payload("wamid.f1", "5511999990001", "oi"))).await;
+    app.drain_turns().await;
+    assert_eq!(fake.requests().len(), 1, "a spend limit is not retried");
+    let sent = replies(db, &s).await;
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].contains("instabilidade"), "{sent:?}");
+});
+
+contract!(long_conversations_are_trimmed_by_whole_turns, |db| async move {
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) =
+        agent_app(db, &fake, &[("BALCAO_AGENT_HISTORY_BUDGET_CHARS", "12000"), ("BALCAO_AGENT_HISTORY_TURNS", "40")])
+            .await;
+    let c = s.customer(db, "5511999990001").await;
+    use balcao::llm::{Block, ChatMessage, Role};
+    for turn in 1..=40 {
+        let messages = vec![
+            ChatMessage::user_text(format!("mensagem {turn} {}", "x".repeat(300))),
+            ChatMessage {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolUse {
+                    id: format!("toolu_{turn}"),
+                    name: "list_services".into(),
+                    input: json!({}),
+                    input_error: None,
+                }],
+                raw: Some(
+                    json!({ "role": "assistant", "content": [{ "type": "tool_use", "id": format!("toolu_{turn}"), "name": "list_services", "input": {} }] }),
+                ),
+            },
+            ChatMessage {
+                role: Role::User,
+                blocks: vec![Block::ToolResult {
+                    tool_use_id: format!("toolu_{turn}"),
+                    content: "{}".into(),
+                    is_error: false,
+                }],
+                raw: None,
+            },
+            ChatMessage { role: Role::Assistant, blocks: vec![Block::Text { text: "ok".into() }], raw: None },
+        ];
+        db.store
+            .record_turn(
+                s.tenant.id,
+                c.conversation,
+                balcao::domain::JobId(turn - 100),
+                "anthropic",
+                &messages,
+                Utc::now(),
+            )
+            .await
+            .unwrap();
+    }
+    fake_script(&fake, vec![says("Oi!")]);
+    app.post_webhook(&bytes(&text_payload("wamid.long", "5511999990001", "oi de novo"))).await;
+    app.drain_turns().await;
+    let body = &fake.requests()[0].1;
+    let messages = body["messages"].as_array().unwrap();
+    assert!(messages.len() < 161 && messages.len() > 1, "{} messages", messages.len());
+    assert!(serde_json::to_string(body).unwrap().len() <= 12_000 + 4_000, "within the budget plus tools");
+    // Every tool_use is answered by the very next message.
+    for (i, m) in messages.iter().enumerate() {
+        for block in m["content"].as_array().into_iter().flatten().filter(|b| b["type"] == "tool_use") {
+            let next = &messages[i + 1]["content"];
+            assert!(next.as_array().unwrap().iter().any(|b| b["tool_use_id"] == block["id"]), "pair split at {i}");
+        }
+    }
+    assert_eq!(messages[0]["role"], "user");
+});
