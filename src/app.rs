@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::tools::booking_tools;
-use crate::agent::{AgentSettings, AgentTurn};
+use crate::agent::{AgentSettings, AgentTurn, GuidedTurn};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::jobs::{TurnTiming, Worker, WorkerPool};
@@ -22,7 +22,7 @@ use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
 use crate::store::{Store, TenantStore};
-use crate::turn::{AcknowledgeTurn, Replier, TurnHandler};
+use crate::turn::{Replier, TurnHandler};
 use crate::whatsapp::GraphClient;
 
 /// The model client the configuration asks for, if any.
@@ -70,22 +70,29 @@ impl App {
     /// Builds with the agent the configuration names (`AGENT`).
     pub async fn build(config: Config, store: Store) -> anyhow::Result<Self> {
         let model = model_client(&config)?;
-        Self::build_with(config, store, move |ctx| match model {
-            Some((provider, model)) => Arc::new(AgentTurn {
-                executor: Executor::new(ctx.store.clone(), ctx.config.ledger.lease),
-                tools: booking_tools(&ctx.store),
-                store: ctx.store,
-                model,
-                provider,
-                replier: ctx.replier,
-                settings: AgentSettings {
-                    max_steps: ctx.config.agent.max_steps,
-                    max_tokens: ctx.config.agent.max_tokens,
-                    history_turns: ctx.config.agent.history_turns,
-                    history_budget_chars: ctx.config.agent.history_budget_chars,
-                },
-            }),
-            None => Arc::new(AcknowledgeTurn { replier: ctx.replier }),
+        Self::build_with(config, store, move |ctx| {
+            let executor = Executor::new(ctx.store.clone(), ctx.config.ledger.lease);
+            let tools = booking_tools(&ctx.store);
+            let guided: Arc<dyn TurnHandler> =
+                Arc::new(GuidedTurn { executor: executor.clone(), tools: tools.clone(), replier: ctx.replier.clone() });
+            match model {
+                Some((provider, model)) => Arc::new(AgentTurn {
+                    executor,
+                    tools,
+                    store: ctx.store,
+                    model,
+                    provider,
+                    replier: ctx.replier,
+                    settings: AgentSettings {
+                        max_steps: ctx.config.agent.max_steps,
+                        max_tokens: ctx.config.agent.max_tokens,
+                        history_turns: ctx.config.agent.history_turns,
+                        history_budget_chars: ctx.config.agent.history_budget_chars,
+                    },
+                    fallback: guided,
+                }),
+                None => guided,
+            }
         })
         .await
     }

@@ -2,14 +2,6 @@
 
 use askama::Template;
 
-/// The placeholder reply of the pipeline before an agent answers turns.
-#[derive(Template)]
-#[template(path = "messages/ack.txt")]
-pub struct Acknowledgement<'a> {
-    pub business: &'a str,
-    pub customer: Option<&'a str>,
-}
-
 /// When the model provider cannot answer.
 #[derive(Template)]
 #[template(path = "messages/agent_unavailable.txt")]
@@ -45,6 +37,49 @@ pub struct TurnContext<'a> {
     pub effects: Vec<String>,
 }
 
+/// Every text of the guided (menu) agent, including button and list labels.
+#[derive(Template)]
+#[template(path = "messages/guided.txt")]
+pub struct Guided<'a> {
+    pub text: GuidedText<'a>,
+}
+
+pub enum GuidedText<'a> {
+    Menu { business: &'a str, customer: Option<&'a str> },
+    MenuBook,
+    MenuMine,
+    ChooseService,
+    ServicesButton,
+    ChooseProfessional { service: &'a str },
+    ProfessionalsButton,
+    AnyProfessional,
+    ChooseDay,
+    DaysButton,
+    NoDays,
+    ChooseTime { day: &'a str },
+    TimesButton,
+    Confirm { service: &'a str, professional: &'a str, when: &'a str },
+    ConfirmButton,
+    OtherTime,
+    Booked { service: &'a str, professional: &'a str, when: &'a str },
+    AlreadyBooked { when: &'a str },
+    SlotTaken,
+    NoBookings,
+    Bookings { lines: Vec<String> },
+    CancelButton,
+    ConfirmCancel { when: &'a str },
+    CancelYes,
+    CancelNo,
+    Cancelled { when: &'a str },
+    AlreadyCancelled,
+    Problem,
+}
+
+/// The pt-BR text of a guided message.
+pub fn guided(text: GuidedText<'_>) -> anyhow::Result<String> {
+    render(&Guided { text })
+}
+
 /// Renders a message template; a failure is a bug in a template, reported as such.
 pub fn render(template: &impl Template) -> anyhow::Result<String> {
     Ok(template.render()?.trim().to_owned())
@@ -55,11 +90,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn acknowledgement_greets_by_name_when_known() {
-        let named = render(&Acknowledgement { business: "Barbearia do Zé", customer: Some("Ana") }).unwrap();
-        assert!(named.starts_with("Olá, Ana!"), "{named}");
-        assert!(named.contains("Barbearia do Zé"));
-        let anonymous = render(&Acknowledgement { business: "Barbearia do Zé", customer: None }).unwrap();
+    fn the_guided_menu_greets_by_name_when_known() {
+        let named = guided(GuidedText::Menu { business: "Barbearia do Zé", customer: Some("Ana") }).unwrap();
+        assert!(named.starts_with("Olá, Ana!") && named.contains("Barbearia do Zé"), "{named}");
+        let anonymous = guided(GuidedText::Menu { business: "Barbearia do Zé", customer: None }).unwrap();
         assert!(anonymous.starts_with("Olá!"), "{anonymous}");
+        // Labels fit WhatsApp's limits (buttons 20, list buttons 20 characters).
+        for label in [
+            GuidedText::MenuBook,
+            GuidedText::MenuMine,
+            GuidedText::ConfirmButton,
+            GuidedText::OtherTime,
+            GuidedText::CancelYes,
+            GuidedText::CancelNo,
+            GuidedText::ServicesButton,
+            GuidedText::TimesButton,
+            GuidedText::DaysButton,
+            GuidedText::ProfessionalsButton,
+            GuidedText::CancelButton,
+        ] {
+            assert!(guided(label).unwrap().chars().count() <= 20);
+        }
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use crate::config::Secret;
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
-use crate::messages::{self, Acknowledgement};
+use crate::ledger::CallContext;
 use crate::outbox::{NewOutbound, OutboxKey};
 use crate::store::{OutboxStore, Store};
 use crate::tenant::Tenant;
@@ -33,6 +33,19 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// The context a tool call made in this turn runs with.
+    pub fn call_context<'a>(&'a self, tool_use_id: Option<&'a str>) -> CallContext<'a> {
+        CallContext {
+            tenant: &self.tenant,
+            customer: self.contact.contact_id,
+            conversation: self.conversation,
+            turn: Some(self.id),
+            trigger_message_id: self.trigger_message_id.as_deref(),
+            tool_use_id,
+            now: Utc::now(),
+        }
+    }
+
     pub fn recipient(&self) -> Recipient {
         Recipient { wa_id: self.contact.wa_id.clone(), user_id: self.contact.user_id.clone() }
     }
@@ -73,22 +86,5 @@ impl Replier {
             self.notify.notify_one();
         }
         Ok(inserted.is_some())
-    }
-}
-
-/// The pipeline's placeholder: a fixed pt-BR acknowledgement for every turn.
-pub struct AcknowledgeTurn {
-    pub replier: Replier,
-}
-
-#[async_trait]
-impl TurnHandler for AcknowledgeTurn {
-    async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
-        let text = messages::render(&Acknowledgement {
-            business: &turn.tenant.name,
-            customer: turn.contact.profile_name.as_deref(),
-        })?;
-        self.replier.reply(turn, 0, OutboundMessage::text(text)?).await?;
-        Ok(())
     }
 }

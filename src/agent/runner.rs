@@ -21,7 +21,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use crate::inbound::InboundMessage;
-use crate::ledger::{CallContext, Executor, LedgerState, Tool};
+use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, SystemPrompt, TurnContext};
 use crate::store::{BookingStore, HistoryStore, LedgerStore, Store};
@@ -51,6 +51,8 @@ pub struct AgentTurn {
     pub replier: Replier,
     pub tools: Vec<Arc<dyn Tool>>,
     pub settings: AgentSettings,
+    /// Answers when the model provider cannot (the guided agent).
+    pub fallback: Arc<dyn TurnHandler>,
 }
 
 /// The customer's messages as one user message.
@@ -171,15 +173,7 @@ impl AgentTurn {
                     ),
                     (None, Some(tool)) => {
                         wrote |= tool.spec().is_write();
-                        let ctx = CallContext {
-                            tenant: &turn.tenant,
-                            customer: turn.contact.contact_id,
-                            conversation: turn.conversation,
-                            turn: Some(turn.id),
-                            trigger_message_id: turn.trigger_message_id.as_deref(),
-                            tool_use_id: Some(id),
-                            now: Utc::now(),
-                        };
+                        let ctx = turn.call_context(Some(id));
                         let outcome = self.executor.execute(tool.as_ref(), &ctx, input).await?;
                         (outcome.to_model_json().to_string(), outcome.is_error())
                     }
@@ -237,8 +231,20 @@ impl TurnHandler for AgentTurn {
             };
             let response = match self.model.complete(&request).await {
                 Ok(r) => r,
+                Err(e) if this_turn.len() == 1 => {
+                    // Nothing happened yet this turn: the guided agent answers it instead.
+                    tracing::error!(error = %e, "model unavailable; the guided agent answers");
+                    self.fallback.handle(turn).await?;
+                    let note = messages::render(&AgentUnavailable { business: &tenant.name })?;
+                    this_turn.push(ChatMessage {
+                        role: Role::Assistant,
+                        blocks: vec![Block::Text { text: note }],
+                        raw: None,
+                    });
+                    return self.record(turn, &this_turn).await;
+                }
                 Err(e) => {
-                    tracing::error!(error = %e, "model unavailable; answering without it");
+                    tracing::error!(error = %e, "model unavailable mid-turn; answering without it");
                     answer = Some(messages::render(&AgentUnavailable { business: &tenant.name })?);
                     break;
                 }
@@ -285,10 +291,15 @@ impl TurnHandler for AgentTurn {
                 raw: None,
             });
         }
+        self.record(turn, &this_turn).await
+    }
+}
+
+impl AgentTurn {
+    async fn record(&self, turn: &Turn, messages: &[ChatMessage]) -> anyhow::Result<()> {
         self.store
-            .record_turn(tenant.id, turn.conversation, turn.id, self.provider, &this_turn, Utc::now())
+            .record_turn(turn.tenant.id, turn.conversation, turn.id, self.provider, messages, Utc::now())
             .await
-            .context("failed to record the turn")?;
-        Ok(())
+            .context("failed to record the turn")
     }
 }

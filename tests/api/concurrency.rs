@@ -55,7 +55,7 @@ contract!(fifty_concurrent_deliveries_store_one_message_one_turn_one_reply, |db|
     let sent = graph.sends();
     assert_eq!(sent.len(), 1, "one reply reached WhatsApp");
     assert_eq!(sent[0].body["to"], "+16505551234");
-    assert!(sent[0].body["text"]["body"].as_str().unwrap().starts_with("Olá, Sheena Nelson!"));
+    assert!(sent[0].body["interactive"]["body"]["text"].as_str().unwrap().starts_with("Olá, Sheena Nelson!"));
 });
 
 contract!(eight_workers_never_claim_a_job_twice, |db| async move {

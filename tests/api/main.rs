@@ -9,6 +9,7 @@ mod agent;
 mod booking;
 mod cli;
 mod concurrency;
+mod guided;
 mod jobs;
 mod ledger;
 mod llm;

@@ -33,7 +33,10 @@ contract!(a_reply_is_sent_with_token_key_and_documented_shape, |db| async move {
     assert_eq!(send.phone_number_id, crate::common::PHONE_NUMBER_ID);
     assert_eq!(send.authorization.as_deref(), Some(format!("Bearer {ACCESS_TOKEN}").as_str()));
     assert_eq!(send.body["messaging_product"], "whatsapp");
-    assert_eq!(send.body["type"], "text");
+    // The guided menu: reply buttons in the documented shape.
+    assert_eq!(send.body["type"], "interactive");
+    assert_eq!(send.body["interactive"]["type"], "button");
+    assert_eq!(send.body["interactive"]["action"]["buttons"][0]["reply"]["id"], "g:book");
     let rows = db.store.list_outbound(tenant.id).await.unwrap();
     assert_eq!(send.body["biz_opaque_callback_data"], rows[0].idempotency_key.as_str());
     assert!(rows[0].idempotency_key.starts_with("turn:"));

@@ -49,7 +49,8 @@ contract!(a_message_is_answered_end_to_end, |db| async move {
     wait_for("the reply to reach WhatsApp", async || !graph.sends().is_empty()).await;
     let send = &graph.sends()[0];
     assert_eq!(send.body["to"], "+16505551234");
-    assert!(send.body["text"]["body"].as_str().unwrap().contains("Barbearia do Zé"));
+    assert_eq!(send.body["type"], "interactive", "the guided menu answers");
+    assert!(send.body["interactive"]["body"]["text"].as_str().unwrap().contains("Barbearia do Zé"));
     wait_for("the outbox row to be marked sent", async || {
         db.store.list_outbound(tenant.id).await.unwrap().first().is_some_and(|r| r.status == "sent")
     })
