@@ -150,6 +150,8 @@ impl App {
             verify_token: config.whatsapp.verify_token.clone(),
             timing: Arc::new(TurnTiming::from_config(&config.queue)),
             wake_workers: wake_workers.clone(),
+            admin_token: config.admin_token.clone(),
+            sending_enabled: config.whatsapp.access_token.is_some(),
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;

@@ -162,6 +162,8 @@ pub struct OutboxConfig {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub database_url: DatabaseUrl,
+    /// Opens the simulator API (`/simulator/api`) when WhatsApp sending is configured.
+    pub admin_token: Option<Secret>,
     pub db_max_connections: u32,
     pub addr: SocketAddr,
     pub whatsapp: WhatsAppConfig,
@@ -228,6 +230,7 @@ impl Config {
         if !database_url.is_postgres() && !database_url.is_sqlite() {
             r.problems.push(format!("DATABASE_URL={database_url} must start with sqlite: or postgres://"));
         }
+        let admin_token = r.string("BALCAO_ADMIN_TOKEN").map(Secret::new);
         let addr = r.parsed("BALCAO_ADDR", default_addr(), "a socket address like 127.0.0.1:8080");
         let db_max_connections = r.positive("BALCAO_DB_MAX_CONNECTIONS", 16, "connections") as u32;
 
@@ -350,6 +353,7 @@ impl Config {
         }
         Ok(Self {
             database_url,
+            admin_token,
             db_max_connections,
             addr,
             whatsapp,

@@ -15,6 +15,7 @@
 pub mod agent;
 pub mod app;
 pub mod booking;
+pub mod chat;
 pub mod config;
 pub mod domain;
 pub mod http;

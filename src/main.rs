@@ -22,6 +22,21 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Chat with a tenant's bot as a customer, from the terminal (needs a running server).
+    Chat {
+        /// The tenant's slug (from its tenant file).
+        #[arg(long)]
+        tenant: String,
+        /// The customer's number.
+        #[arg(long, default_value = "+5511900000001")]
+        from: String,
+        /// The customer's WhatsApp profile name.
+        #[arg(long, default_value = "Cliente de Teste")]
+        name: String,
+        /// The server's base URL (default: from BALCAO_ADDR).
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Manage tenants.
     Tenant {
         #[command(subcommand)]
@@ -57,6 +72,18 @@ async fn main() -> anyhow::Result<()> {
             open_store(&config).await?;
             println!("migrations applied to {}", config.database_url);
             Ok(())
+        }
+        Command::Chat { tenant, from, name, url } => {
+            balcao::domain::PhoneE164::parse(&from).context("--from must be a phone number like +5511900000001")?;
+            let session = balcao::chat::ChatSession {
+                url: url.unwrap_or_else(|| format!("http://{}", config.addr)),
+                slug: tenant,
+                from,
+                name,
+                secret: config.whatsapp.app_secret.clone(),
+                admin_token: config.admin_token.clone(),
+            };
+            session.run(std::io::stdin().lock(), std::io::stdout()).await
         }
         Command::Tenant { command: TenantCommand::Apply { file } } => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("failed to read {}", file.display()))?;

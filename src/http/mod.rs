@@ -3,6 +3,7 @@
 
 mod error;
 mod health;
+mod simulator;
 mod whatsapp_webhook;
 
 pub use error::ApiError;
@@ -39,6 +40,10 @@ pub struct AppState {
     pub timing: Arc<TurnTiming>,
     /// Wakes idle workers after a message is stored.
     pub wake_workers: Arc<Notify>,
+    /// Opens the simulator API when sending is enabled.
+    pub admin_token: Option<Secret>,
+    /// True when a global access token is configured (real WhatsApp traffic).
+    pub sending_enabled: bool,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -46,6 +51,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
+        .route("/simulator/api/tenants/{slug}", get(simulator::tenant))
+        .route("/simulator/api/tenants/{slug}/outbox", get(simulator::outbox))
         .route(
             "/webhooks/whatsapp",
             get(whatsapp_webhook::verify_subscription)

@@ -42,6 +42,8 @@ pub trait OutboxStore {
     async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool>;
     /// The tenant's outbox, oldest first.
     async fn list_outbound(&self, tenant: TenantId) -> StoreResult<Vec<OutboundRecord>>;
+    /// Replies to one contact (by `wa_id` digits) with an id above `after`, oldest first.
+    async fn outbound_for_wa_id(&self, tenant: TenantId, wa_id: &str, after: i64) -> StoreResult<Vec<OutboundRecord>>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +242,20 @@ impl OutboxStore for Store {
                  FROM outbound_messages WHERE tenant_id = $1 ORDER BY id",
             )
             .bind(tenant.0)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn outbound_for_wa_id(&self, tenant: TenantId, wa_id: &str, after: i64) -> StoreResult<Vec<OutboundRecord>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at
+                 FROM outbound_messages WHERE tenant_id = $1 AND to_wa_id = $2 AND id > $3 ORDER BY id",
+            )
+            .bind(tenant.0)
+            .bind(wa_id)
+            .bind(after)
             .fetch_all(pool)
             .await
         })?)

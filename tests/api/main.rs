@@ -7,6 +7,7 @@ mod fake_graph;
 
 mod agent;
 mod booking;
+mod chat;
 mod cli;
 mod concurrency;
 mod guided;

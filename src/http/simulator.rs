@@ -1,0 +1,71 @@
+//! `/simulator/api`: what `balcao chat` (and the web simulator) need to play a customer
+//! without a WhatsApp account. Open only in local mode (no access token, nothing is sent) or
+//! to callers with `BALCAO_ADMIN_TOKEN`. Messages themselves go in through the signed webhook,
+//! like WhatsApp's.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use subtle::ConstantTimeEq;
+
+use super::{ApiError, AppState};
+use crate::domain::PhoneE164;
+use crate::store::{OutboxStore, TenantStore};
+
+fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let presented = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    match (&state.admin_token, presented) {
+        (Some(token), Some(p)) if bool::from(p.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
+        (Some(_), _) => Err(ApiError::Unauthorized),
+        (None, _) if state.sending_enabled => Err(ApiError::Forbidden),
+        (None, _) => Ok(()),
+    }
+}
+
+pub async fn tenant(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(slug): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let tenant = state
+        .store
+        .tenant_by_slug(&slug)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?
+        .ok_or_else(|| ApiError::BadRequest(format!("no tenant {slug:?}")))?;
+    Ok(Json(json!({ "slug": tenant.slug, "name": tenant.name, "phone_number_id": tenant.phone_number_id })))
+}
+
+#[derive(Deserialize)]
+pub struct OutboxQuery {
+    wa_id: String,
+    #[serde(default)]
+    after: i64,
+}
+
+pub async fn outbox(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(slug): Path<String>,
+    Query(q): Query<OutboxQuery>,
+) -> Result<Json<Value>, ApiError> {
+    authorize(&state, &headers)?;
+    let phone = PhoneE164::parse(&q.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let tenant = state
+        .store
+        .tenant_by_slug(&slug)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?
+        .ok_or_else(|| ApiError::BadRequest(format!("no tenant {slug:?}")))?;
+    let rows = state
+        .store
+        .outbound_for_wa_id(tenant.id, phone.digits(), q.after)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    let messages: Vec<Value> =
+        rows.iter().map(|r| json!({ "id": r.id, "status": r.status, "message": r.message.0 })).collect();
+    Ok(Json(json!({ "messages": messages })))
+}
