@@ -45,32 +45,60 @@ pub struct Guided<'a> {
 }
 
 pub enum GuidedText<'a> {
-    Menu { business: &'a str, customer: Option<&'a str> },
+    Menu {
+        business: &'a str,
+        customer: Option<&'a str>,
+    },
     MenuBook,
     MenuMine,
     ChooseService,
     ServicesButton,
-    ChooseProfessional { service: &'a str },
+    ChooseProfessional {
+        service: &'a str,
+    },
     ProfessionalsButton,
     AnyProfessional,
     ChooseDay,
+    /// A day as a list row: `02/12 (qua)`; `weekday` counts from Monday = 0.
+    Day {
+        date: &'a str,
+        weekday: u32,
+    },
     DaysButton,
     NoDays,
-    ChooseTime { day: &'a str },
+    ChooseTime {
+        day: &'a str,
+    },
     TimesButton,
-    Confirm { service: &'a str, professional: &'a str, when: &'a str },
+    Confirm {
+        service: &'a str,
+        professional: &'a str,
+        when: &'a str,
+    },
     ConfirmButton,
     OtherTime,
-    Booked { service: &'a str, professional: &'a str, when: &'a str },
-    AlreadyBooked { when: &'a str },
+    Booked {
+        service: &'a str,
+        professional: &'a str,
+        when: &'a str,
+    },
+    AlreadyBooked {
+        when: &'a str,
+    },
     SlotTaken,
     NoBookings,
-    Bookings { lines: Vec<String> },
+    Bookings {
+        lines: Vec<String>,
+    },
     CancelButton,
-    ConfirmCancel { when: &'a str },
+    ConfirmCancel {
+        when: &'a str,
+    },
     CancelYes,
     CancelNo,
-    Cancelled { when: &'a str },
+    Cancelled {
+        when: &'a str,
+    },
     AlreadyCancelled,
     Problem,
 }
@@ -95,6 +123,8 @@ mod tests {
         assert!(named.starts_with("Olá, Ana!") && named.contains("Barbearia do Zé"), "{named}");
         let anonymous = guided(GuidedText::Menu { business: "Barbearia do Zé", customer: None }).unwrap();
         assert!(anonymous.starts_with("Olá!"), "{anonymous}");
+        assert_eq!(guided(GuidedText::Day { date: "02/12", weekday: 2 }).unwrap(), "02/12 (qua)");
+        assert_eq!(guided(GuidedText::Day { date: "06/12", weekday: 6 }).unwrap(), "06/12 (dom)");
         // Labels fit WhatsApp's limits (buttons 20, list buttons 20 characters).
         for label in [
             GuidedText::MenuBook,

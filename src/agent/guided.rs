@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{TimeDelta, Utc};
+use chrono::{Datelike, TimeDelta, Utc};
 use serde_json::{Value, json};
 
 use crate::ledger::normalize::{normalize_text, parse_instant};
@@ -142,11 +142,9 @@ impl GuidedTurn {
         for offset in 0..DAYS_AHEAD {
             let day = today + TimeDelta::days(offset);
             if !self.slots(turn, service, professional, &day.to_string()).await?.is_empty() {
-                rows.push(row(
-                    format!("g:day:{service}:{professional}:{day}"),
-                    day.format("%d/%m (%a)").to_string(),
-                    None,
-                ));
+                let date = day.format("%d/%m").to_string();
+                let label = guided(T::Day { date: &date, weekday: day.weekday().num_days_from_monday() })?;
+                rows.push(row(format!("g:day:{service}:{professional}:{day}"), label, None));
             }
             if rows.len() == LIST_ROWS {
                 break;

@@ -242,3 +242,75 @@ contract!(long_conversations_are_trimmed_by_whole_turns, |db| async move {
     }
     assert_eq!(messages[0]["role"], "user");
 });
+
+contract!(bad_tool_inputs_go_back_as_errors_and_overload_is_retried, |db| async move {
+    let at = slot();
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) = agent_app(db, &fake, &[]).await;
+    fake_script(
+        &fake,
+        vec![
+            // A schema violation (an id as text), then a field that does not exist.
+            tool_use(&[(
+                "t1",
+                "create_booking",
+                json!({ "service_id": "corte", "professional_id": s.ze, "starts_at": at }),
+            )]),
+            tool_use(&[(
+                "t2",
+                "create_booking",
+                json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": at, "desconto": 10 }),
+            )]),
+            // Overloaded once: the client retries, the booking happens once.
+            status(529, json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Overloaded" } })),
+            tool_use(&[(
+                "t3",
+                "create_booking",
+                json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": at }),
+            )]),
+            says("Marcado."),
+        ],
+    );
+    app.post_webhook(&bytes(&text_payload("wamid.e1", "5511999990001", "marca"))).await;
+    app.drain_turns().await;
+    for n in [1, 2] {
+        let r = &results(&fake, n)[0];
+        assert_eq!(r["is_error"], true, "{r}");
+        assert!(r["content"].as_str().unwrap().contains("invalid input"), "{r}");
+    }
+    assert_eq!(fake.requests().len(), 5, "the 529 was retried once");
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+    assert_eq!(replies(db, &s).await, ["Marcado."]);
+});
+
+// An OpenAI-compatible server whose model sends arguments that are not JSON.
+contract!(openai_arguments_that_do_not_parse_go_back_as_errors, |db| async move {
+    let fake = FakeModel::start(vec![]).await;
+    let s = Scenario::new(db).await;
+    let base = format!("{}/v1", fake.url);
+    let mut config = test_config(
+        "http://127.0.0.1:9",
+        &[("AGENT", "openai"), ("OPENAI_MODEL", "llama3"), ("OPENAI_BASE_URL", base.as_str())],
+    );
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+    let call = |args: &str| {
+        ok(
+            json!({ "choices": [{ "index": 0, "finish_reason": "tool_calls", "message": { "role": "assistant", "content": null,
+            "tool_calls": [{ "id": "call_1", "type": "function", "function": { "name": "create_booking", "arguments": args } }] } }] }),
+        )
+    };
+    let text = ok(
+        json!({ "choices": [{ "index": 0, "finish_reason": "stop", "message": { "role": "assistant", "content": "Pode repetir?" } }] }),
+    );
+    fake_script(&fake, vec![call("{\"service_id\": 1,"), text]);
+    app.post_webhook(&bytes(&text_payload("wamid.o1", "5511999990001", "marca"))).await;
+    app.drain_turns().await;
+    let sent = &fake.requests()[1].1;
+    assert_eq!(fake.requests()[0].1["parallel_tool_calls"], false);
+    let tool_message = sent["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(tool_message["role"], "tool");
+    assert!(tool_message["content"].as_str().unwrap().contains("not valid JSON"), "{tool_message}");
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 0);
+    assert_eq!(replies(db, &s).await, ["Pode repetir?"]);
+});

@@ -1,0 +1,145 @@
+//! Turns per second through the whole pipeline: signed webhook → stored message → turn job →
+//! agent turn with a zero-latency loopback model (one `list_services` call, then an answer) →
+//! reply in the outbox. 1 and 4 workers, SQLite and PostgreSQL.
+//!
+//! `cargo bench --bench turns`; set `BALCAO_BENCH_POSTGRES_URL` to add PostgreSQL.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use balcao::app::App;
+use balcao::config::{Config, DatabaseUrl};
+use balcao::store::{OutboxStore, Store, TenantStore};
+use balcao::tenant::TenantSpec;
+use serde_json::{Value, json};
+
+const TURNS: usize = 400;
+const SECRET: &str = "bench-secret";
+
+/// Answers every other call with a tool call, the rest with text: two model calls per turn.
+async fn model(State(calls): State<Arc<AtomicUsize>>, Json(body): Json<Value>) -> Json<Value> {
+    calls.fetch_add(1, Ordering::Relaxed);
+    let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
+    let answered = last["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+    Json(if answered {
+        json!({ "content": [{ "type": "text", "text": "Temos corte e barba." }], "stop_reason": "end_turn", "usage": {} })
+    } else {
+        json!({ "content": [{ "type": "tool_use", "id": "toolu_1", "name": "list_services", "input": {} }], "stop_reason": "tool_use", "usage": {} })
+    })
+}
+
+async fn fake_model() -> String {
+    let app = axum::Router::new().route("/v1/messages", post(model)).with_state(Arc::new(AtomicUsize::new(0)));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
+    let store = Store::connect(&DatabaseUrl::new(url), 16).await.expect("connect");
+    store.migrate().await.expect("migrate");
+    let spec = TenantSpec::parse(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tenants/example.toml")).expect("example"),
+    )
+    .expect("spec");
+    let tenant = store.apply_tenant(&spec, chrono::Utc::now()).await.expect("tenant").id();
+    balcao::store::BookingStore::apply_catalog(&store, tenant, &spec.catalog).await.expect("catalog");
+    let vars: HashMap<String, String> = [
+        ("BALCAO_ADDR", "127.0.0.1:0"),
+        ("WHATSAPP_APP_SECRET", SECRET),
+        ("AGENT", "anthropic"),
+        ("ANTHROPIC_API_KEY", "bench"),
+        ("ANTHROPIC_BASE_URL", model_url),
+        ("BALCAO_DEBOUNCE_MS", "0"),
+        ("BALCAO_DEBOUNCE_MAX_MS", "0"),
+        ("BALCAO_POLL_INTERVAL_MS", "5"),
+        ("BALCAO_WORKERS", &workers.to_string()),
+        ("RUST_LOG", "warn"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let config = Config::from_vars(&vars).expect("config");
+    let app = App::build(config, store.clone()).await.expect("app");
+    let base = format!("http://{}", app.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    // One message from each of TURNS customers: TURNS independent turns.
+    for i in 0..TURNS {
+        let from = format!("55119{i:08}");
+        let body = serde_json::to_vec(&json!({
+            "object": "whatsapp_business_account",
+            "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
+                "metadata": { "phone_number_id": spec.phone_number_id },
+                "contacts": [{ "profile": { "name": "C" }, "wa_id": from }],
+                "messages": [{ "from": from, "id": format!("wamid.turn.{i}"), "timestamp": "1", "type": "text", "text": { "body": "quais serviços?" } }]
+            }}]}]
+        }))
+        .expect("json");
+        let status = http
+            .post(format!("{base}/webhooks/whatsapp"))
+            .header("x-hub-signature-256", balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body))
+            .body(body)
+            .send()
+            .await
+            .expect("post")
+            .status();
+        assert!(status.is_success());
+    }
+    loop {
+        let done = store.list_outbound(tenant).await.expect("outbox").len();
+        if done >= TURNS {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(600), "stuck at {done} turns");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    let _ = stop.send(());
+    let _ = server.await;
+    format!(
+        "| {name} | {workers} | {TURNS} | {:.1} | {:.1} |\n",
+        TURNS as f64 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1000.0 / TURNS as f64
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let model_url = fake_model().await;
+    let mut table =
+        String::from("| backend | workers | turns | turns/s | ms per turn (wall) |\n|---|---|---|---|---|\n");
+    let dir = tempfile::tempdir().expect("dir");
+    for workers in [1, 4] {
+        table +=
+            &run("SQLite", &format!("sqlite://{}/turns-{workers}.db", dir.path().display()), workers, &model_url).await;
+    }
+    if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
+        let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
+        let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
+        for workers in [1, 4] {
+            let db = format!("balcao_bench_turns_{workers}");
+            sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}")))
+                .execute(&admin)
+                .await
+                .expect("drop");
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.expect("create");
+            table += &run("PostgreSQL", &format!("{base}/{db}"), workers, &model_url).await;
+        }
+    } else {
+        eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
+    }
+    println!("\n{table}");
+}
