@@ -263,7 +263,7 @@ impl GuidedTurn {
             })
             .collect();
         Ok(Screen {
-            text: guided(T::Bookings { lines: bookings.iter().map(|b| label(b)).collect() })?,
+            text: guided(T::Bookings { lines: bookings.iter().take(LIST_ROWS).map(|b| label(b)).collect() })?,
             choices: Choices::List { button: guided(T::CancelButton)?, rows },
         })
     }

@@ -251,11 +251,15 @@ impl TurnHandler for AgentTurn {
             };
             tracing::info!(request_id = ?response.request_id, stop = ?response.stop, "model answered");
             let calls: Vec<&Block> = response.tool_uses().collect();
-            this_turn.push(ChatMessage {
-                role: Role::Assistant,
-                blocks: response.blocks.clone(),
-                raw: Some(response.raw.clone()),
-            });
+            // An empty answer is not kept: providers refuse empty assistant messages in history
+            // (the reply actually sent closes the turn instead).
+            if !response.blocks.is_empty() {
+                this_turn.push(ChatMessage {
+                    role: Role::Assistant,
+                    blocks: response.blocks.clone(),
+                    raw: Some(response.raw.clone()),
+                });
+            }
             if calls.is_empty() || response.stop == StopReason::MaxTokens {
                 let text = response.text();
                 answer = (!text.trim().is_empty()).then_some(text);

@@ -123,7 +123,10 @@ fn message_json(m: &ChatMessage) -> Value {
         .into_iter()
         .map(|b| match b {
             Block::Text { text } => json!({ "type": "text", "text": text }),
+            // Anthropic requires an object; an unusable input (kept from another provider) is
+            // sent empty, its error already answered in the matching tool result.
             Block::ToolUse { id, name, input, .. } => {
+                let input = if input.is_object() { input.clone() } else { json!({}) };
                 json!({ "type": "tool_use", "id": id, "name": name, "input": input })
             }
             Block::ToolResult { tool_use_id, content, is_error } => {

@@ -57,7 +57,11 @@ impl OpenAiClient {
         for m in &request.messages {
             messages.extend(message_json(m));
         }
-        let mut body = json!({ "model": self.model, "max_tokens": request.max_tokens, "messages": messages });
+        let mut body = json!({ "model": self.model, "messages": messages });
+        // OpenAI's newer models accept only `max_completion_tokens`; other servers (Ollama,
+        // vLLM, older proxies) know `max_tokens`.
+        let field = if self.base_url.contains("api.openai.com") { "max_completion_tokens" } else { "max_tokens" };
+        body[field] = json!(request.max_tokens);
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools

@@ -54,7 +54,8 @@ impl RetryPolicy {
                 Attempt::Done(v) => return Ok(v),
                 Attempt::Fail(e) => return Err(e),
                 Attempt::Retry { message, after } => {
-                    if attempt >= self.max_retries {
+                    // Told to come back much later: that is "not now", and a customer waits.
+                    if attempt >= self.max_retries || after.is_some_and(|a| a > RETRY_AFTER_MAX) {
                         return Err(ModelError::Unavailable { attempts: attempt + 1, message });
                     }
                     let wait = after.unwrap_or_else(|| self.backoff(attempt));
@@ -67,13 +68,14 @@ impl RetryPolicy {
     }
 }
 
-/// `retry-after-ms` or `retry-after` (seconds), if present and within reason.
+/// `retry-after-ms` or `retry-after` (seconds), if present.
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let read = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-    let wait = read("retry-after-ms")
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .or_else(|| read("retry-after").map(Duration::from_secs_f64))?;
-    (wait > Duration::ZERO && wait <= RETRY_AFTER_MAX).then_some(wait)
+    // Any number parses (negative, NaN, huge): only a sane positive duration counts.
+    let read = |name: &str, scale: f64| {
+        let v = headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok()? / scale;
+        Duration::try_from_secs_f64(v).ok().filter(|d| !d.is_zero())
+    };
+    read("retry-after-ms", 1000.0).or_else(|| read("retry-after", 1.0))
 }
 
 /// Statuses worth retrying besides 429 (which depends on its headers).

@@ -314,3 +314,27 @@ contract!(openai_arguments_that_do_not_parse_go_back_as_errors, |db| async move 
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 0);
     assert_eq!(replies(db, &s).await, ["Pode repetir?"]);
 });
+
+contract!(an_empty_answer_does_not_poison_the_history, |db| async move {
+    let fake = FakeModel::start(vec![]).await;
+    let (s, app) = agent_app(db, &fake, &[]).await;
+    fake_script(
+        &fake,
+        vec![
+            tool_use(&[("t1", "list_services", json!({}))]),
+            ok(json!({ "content": [], "stop_reason": "end_turn", "usage": {} })),
+        ],
+    );
+    app.post_webhook(&bytes(&text_payload("wamid.x1", "5511999990001", "serviços?"))).await;
+    app.drain_turns().await;
+    assert!(replies(db, &s).await[0].contains("não consegui concluir"), "the polite give-up message");
+    fake_script(&fake, vec![says("Oi de novo!")]);
+    app.post_webhook(&bytes(&text_payload("wamid.x2", "5511999990001", "oi"))).await;
+    app.drain_turns().await;
+    let messages = fake.requests()[2].1["messages"].as_array().unwrap().clone();
+    for m in &messages {
+        assert!(m["content"].as_array().is_none_or(|c| !c.is_empty()), "empty message sent: {m}");
+    }
+    assert_eq!(messages[3]["role"], "assistant", "the turn was closed with the reply actually sent");
+    let _ = db.store.turn_recorded(s.tenant.id, balcao::domain::JobId(1)).await.unwrap();
+});

@@ -348,3 +348,20 @@ async fn openai_retries_server_errors_but_not_an_exhausted_quota() {
     assert!(matches!(openai(&fake, true).complete(&request()).await, Err(ModelError::SpendLimit { .. })));
     assert_eq!(fake.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn odd_retry_after_values_never_crash_and_long_waits_are_not_retried() {
+    let mut weird = status(429, json!({ "type": "error", "error": { "type": "rate_limit_error", "message": "x" } }));
+    weird.headers = vec![("retry-after", "-1")];
+    let mut nan = weird.clone();
+    nan.headers = vec![("retry-after", "NaN")];
+    let fake = FakeModel::start(vec![weird, nan, ok(anthropic_tool_use())]).await;
+    anthropic(&fake).complete(&request()).await.unwrap();
+    assert_eq!(fake.requests().len(), 3);
+
+    let mut hour = status(429, json!({ "type": "error", "error": { "type": "rate_limit_error", "message": "later" } }));
+    hour.headers = vec![("retry-after", "3600")];
+    let fake = FakeModel::start(vec![hour]).await;
+    assert!(matches!(anthropic(&fake).complete(&request()).await, Err(ModelError::Unavailable { attempts: 1, .. })));
+    assert_eq!(fake.requests().len(), 1);
+}
