@@ -27,6 +27,23 @@ macro_rules! insert_inbound_sql {
     };
 }
 
+/// Binds `insert_inbound_sql!`'s ten parameters, in order, to `$query`.
+macro_rules! bind_inbound {
+    ($query:expr, $tenant:expr, $conversation:expr, $message:expr, $now:expr) => {
+        $query
+            .bind($tenant.0)
+            .bind($conversation.0)
+            .bind(&$message.provider_message_id)
+            .bind($message.content.kind())
+            .bind($message.content.body())
+            .bind($message.content.reply_id())
+            .bind($message.context_id.as_deref())
+            .bind($message.sent_at)
+            .bind($now)
+            .bind(Json(&$message.raw))
+    };
+}
+
 /// Creates the conversation's pending turn, or pushes its start back but never past the
 /// debounce deadline. `$rows` supplies (tenant, conversation, state, run_at, deadline,
 /// attempts, max_attempts, created_at, updated_at).
@@ -88,46 +105,28 @@ impl InboundStore for Store {
             Pool::Postgres(pool) => {
                 // One statement, atomic on its own: the job is upserted only when the message
                 // row was inserted, so a duplicate writes nothing.
-                sqlx::query_scalar(concat!(
+                let query = sqlx::query_scalar(concat!(
                     "WITH inserted AS (",
                     insert_inbound_sql!(),
                     ") ",
                     upsert_turn_sql!(
                         "SELECT $1, $2, 'available', $11, $12, 0, $13, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
                     ),
-                ))
-                .bind(tenant.0)
-                .bind(conversation.0)
-                .bind(&message.provider_message_id)
-                .bind(message.content.kind())
-                .bind(message.content.body())
-                .bind(message.content.reply_id())
-                .bind(message.context_id.as_deref())
-                .bind(message.sent_at)
-                .bind(now)
-                .bind(Json(&message.raw))
-                .bind(job)
-                .bind(debounce_deadline)
-                .bind(i64::from(timing.max_attempts))
-                .fetch_optional(pool)
-                .await?
+                ));
+                bind_inbound!(query, tenant, conversation, message, now)
+                    .bind(job)
+                    .bind(debounce_deadline)
+                    .bind(i64::from(timing.max_attempts))
+                    .fetch_optional(pool)
+                    .await?
             }
             Pool::Sqlite { write: pool, .. } => {
                 // SQLite has no data-modifying CTEs: the same two statements in one transaction.
                 let mut tx = pool.begin_write().await?;
-                let inserted: Option<i64> = sqlx::query_scalar(insert_inbound_sql!())
-                    .bind(tenant.0)
-                    .bind(conversation.0)
-                    .bind(&message.provider_message_id)
-                    .bind(message.content.kind())
-                    .bind(message.content.body())
-                    .bind(message.content.reply_id())
-                    .bind(message.context_id.as_deref())
-                    .bind(message.sent_at)
-                    .bind(now)
-                    .bind(Json(&message.raw))
-                    .fetch_optional(&mut *tx)
-                    .await?;
+                let inserted: Option<i64> =
+                    bind_inbound!(sqlx::query_scalar(insert_inbound_sql!()), tenant, conversation, message, now)
+                        .fetch_optional(&mut *tx)
+                        .await?;
                 match inserted {
                     None => {
                         tx.rollback().await?;
