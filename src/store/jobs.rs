@@ -6,6 +6,13 @@ use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
 use crate::jobs::{ClaimedJob, FailOutcome, JobSnapshot, JobState, Lease};
 
+/// The columns of [`JobSnapshot`].
+macro_rules! snapshot_columns {
+    () => {
+        "id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id"
+    };
+}
+
 #[allow(async_fn_in_trait)]
 pub trait JobStore {
     /// Claims the next due job whose conversation has nothing running and nothing older
@@ -233,8 +240,8 @@ impl JobStore for Store {
     async fn job(&self, tenant: TenantId, id: JobId) -> StoreResult<Option<JobSnapshot>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id
-                 FROM jobs WHERE tenant_id = $1 AND id = $2",
+                concat!("SELECT ", snapshot_columns!(), "
+                 FROM jobs WHERE tenant_id = $1 AND id = $2"),
             )
             .bind(tenant.0)
             .bind(id.0)
@@ -250,8 +257,8 @@ impl JobStore for Store {
     ) -> StoreResult<Vec<JobSnapshot>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id
-                 FROM jobs WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id",
+                concat!("SELECT ", snapshot_columns!(), "
+                 FROM jobs WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id"),
             )
             .bind(tenant.0)
             .bind(conversation.0)

@@ -9,6 +9,13 @@ use crate::outbox::{ClaimedOutbound, NewOutbound, OutboundRecord};
 use crate::whatsapp::webhook::StatusUpdate;
 use crate::whatsapp::{OutboundMessage, Recipient};
 
+/// The columns of [`OutboundRecord`].
+macro_rules! record_columns {
+    () => {
+        "id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at"
+    };
+}
+
 #[allow(async_fn_in_trait)]
 pub trait OutboxStore {
     /// Inserts the reply unless its key exists; `None` means it was already there.
@@ -238,8 +245,8 @@ impl OutboxStore for Store {
     async fn list_outbound(&self, tenant: TenantId) -> StoreResult<Vec<OutboundRecord>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at
-                 FROM outbound_messages WHERE tenant_id = $1 ORDER BY id",
+                concat!("SELECT ", record_columns!(), "
+                 FROM outbound_messages WHERE tenant_id = $1 ORDER BY id"),
             )
             .bind(tenant.0)
             .fetch_all(pool)
@@ -250,8 +257,8 @@ impl OutboxStore for Store {
     async fn outbound_for_wa_id(&self, tenant: TenantId, wa_id: &str, after: i64) -> StoreResult<Vec<OutboundRecord>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, conversation_id, idempotency_key, status, message, provider_message_id, attempts, last_error, created_at
-                 FROM outbound_messages WHERE tenant_id = $1 AND to_wa_id = $2 AND id > $3 ORDER BY id",
+                concat!("SELECT ", record_columns!(), "
+                 FROM outbound_messages WHERE tenant_id = $1 AND to_wa_id = $2 AND id > $3 ORDER BY id"),
             )
             .bind(tenant.0)
             .bind(wa_id)

@@ -8,6 +8,13 @@ use crate::config::Secret;
 use crate::domain::{PhoneE164, TenantId};
 use crate::tenant::{ApplyOutcome, Tenant, TenantSpec};
 
+/// The columns of `TenantRow`.
+macro_rules! tenant_columns {
+    () => {
+        "id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes"
+    };
+}
+
 #[allow(async_fn_in_trait)]
 pub trait TenantStore {
     /// Creates or updates the tenant named by `spec.slug`; applying the same spec twice
@@ -135,7 +142,7 @@ impl TenantStore for Store {
     async fn tenant_by_phone_number_id(&self, phone_number_id: &str) -> StoreResult<Option<Tenant>> {
         let row: Option<TenantRow> = reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes FROM tenants WHERE phone_number_id = $1",
+                concat!("SELECT ", tenant_columns!(), " FROM tenants WHERE phone_number_id = $1"),
             )
             .bind(phone_number_id)
             .fetch_optional(pool)
@@ -146,7 +153,7 @@ impl TenantStore for Store {
 
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<Tenant>> {
         let row: Option<TenantRow> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes FROM tenants WHERE slug = $1")
+            sqlx::query_as(concat!("SELECT ", tenant_columns!(), " FROM tenants WHERE slug = $1"))
                 .bind(slug)
                 .fetch_optional(pool)
                 .await
@@ -156,7 +163,7 @@ impl TenantStore for Store {
 
     async fn tenant(&self, id: TenantId) -> StoreResult<Option<Tenant>> {
         let row: Option<TenantRow> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes FROM tenants WHERE id = $1")
+            sqlx::query_as(concat!("SELECT ", tenant_columns!(), " FROM tenants WHERE id = $1"))
                 .bind(id.0)
                 .fetch_optional(pool)
                 .await
