@@ -21,8 +21,9 @@ use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
+use crate::outbox::Replier;
 use crate::store::{Store, TenantStore};
-use crate::turn::{Replier, TurnHandler};
+use crate::turn::TurnHandler;
 use crate::whatsapp::GraphClient;
 
 /// The model client the configuration asks for, if any.

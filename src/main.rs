@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use balcao::app::App;
 use balcao::config::Config;
-use balcao::store::{BookingStore, Store, TenantStore};
+use balcao::store::{CatalogStore, Store, TenantStore};
 use balcao::tenant::{ApplyOutcome, TenantSpec};
 use clap::{Parser, Subcommand};
 

@@ -4,21 +4,15 @@
 //! lease). Everything it does must be keyed by the turn, as the outbox key is, so a rerun
 //! repeats nothing.
 
-use std::sync::Arc;
-
-use anyhow::Context;
 use async_trait::async_trait;
 use chrono::Utc;
-use tokio::sync::Notify;
 
-use crate::config::Secret;
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
+use crate::jobs::Lease;
 use crate::ledger::CallContext;
-use crate::outbox::{NewOutbound, OutboxKey};
-use crate::store::{OutboxStore, Store};
 use crate::tenant::Tenant;
-use crate::whatsapp::{OutboundMessage, Recipient};
+use crate::whatsapp::Recipient;
 
 /// Everything a handler needs about the turn; identical on every attempt.
 #[derive(Debug, Clone)]
@@ -30,6 +24,9 @@ pub struct Turn {
     pub contact: ConversationContact,
     pub messages: Vec<InboundMessage>,
     pub trigger_message_id: Option<String>,
+    /// The job lease this attempt holds: every row the turn writes (replies, history) is
+    /// refused once it is lost, so a stale worker cannot add to a turn another attempt owns.
+    pub lease: Lease,
 }
 
 impl Turn {
@@ -40,6 +37,7 @@ impl Turn {
             customer: self.contact.contact_id,
             conversation: self.conversation,
             turn: Some(self.id),
+            turn_attempt: Some(self.attempt),
             trigger_message_id: self.trigger_message_id.as_deref(),
             tool_use_id,
             now: Utc::now(),
@@ -55,36 +53,4 @@ impl Turn {
 #[async_trait]
 pub trait TurnHandler: Send + Sync {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()>;
-}
-
-/// Writes a turn's replies to the outbox under keys derived from the turn.
-#[derive(Clone)]
-pub struct Replier {
-    store: Store,
-    default_token: Option<Secret>,
-    notify: Arc<Notify>,
-}
-
-impl Replier {
-    pub fn new(store: Store, default_token: Option<Secret>, notify: Arc<Notify>) -> Self {
-        Self { store, default_token, notify }
-    }
-
-    /// Queues the `seq`-th reply of the turn; a rerun with the same `seq` inserts nothing.
-    pub async fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) -> anyhow::Result<bool> {
-        let local = turn.tenant.access_token.is_none() && self.default_token.is_none();
-        let new = NewOutbound {
-            tenant: turn.tenant.id,
-            conversation: turn.conversation,
-            key: OutboxKey::for_turn(turn.id, seq),
-            recipient: turn.recipient(),
-            message,
-            local,
-        };
-        let inserted = self.store.enqueue_outbound(&new, Utc::now()).await.context("failed to queue a reply")?;
-        if inserted.is_some() && !local {
-            self.notify.notify_one();
-        }
-        Ok(inserted.is_some())
-    }
 }

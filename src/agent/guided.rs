@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use crate::ledger::normalize::{normalize_text, parse_instant};
 use crate::ledger::{Executor, Outcome, Tool};
 use crate::messages::{GuidedText as T, guided};
-use crate::turn::{Replier, Turn, TurnHandler};
+use crate::outbox::Replier;
+use crate::turn::{Turn, TurnHandler};
 use crate::whatsapp::{ListRow, ListSection, OutboundMessage, ReplyButton};
 
 /// Days looked at when offering dates: a list holds at most 10 rows.

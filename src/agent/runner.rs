@@ -24,8 +24,9 @@ use crate::inbound::InboundMessage;
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, SystemPrompt, TurnContext};
-use crate::store::{BookingStore, HistoryStore, LedgerStore, Store};
-use crate::turn::{Replier, Turn, TurnHandler};
+use crate::outbox::Replier;
+use crate::store::{CatalogStore, HistoryStore, LedgerStore, Store};
+use crate::turn::{Turn, TurnHandler};
 use crate::whatsapp::OutboundMessage;
 
 /// WhatsApp text bodies hold 4,096 characters; longer answers go out in parts.
@@ -129,15 +130,21 @@ impl AgentTurn {
             services,
             professionals,
         })?;
+        // Finished effects and calls still in flight (an attempt that crashed mid-call): the
+        // model must not ask for the same thing another way (another professional, say).
         let effects = self
             .store
             .executions_of_conversation(tenant.id, turn.conversation)
             .await?
             .into_iter()
-            .filter(|e| e.state() == Some(LedgerState::Succeeded))
-            .map(|e| {
+            .filter_map(|e| {
+                let status = match e.state()? {
+                    LedgerState::Succeeded => "done",
+                    LedgerState::Running | LedgerState::OutcomeUnknown => "in progress, not confirmed yet",
+                    _ => return None,
+                };
                 let result = e.result.map(|r| r.0).unwrap_or(Value::Null);
-                format!("{} {} → {}", e.tool, e.arguments.0, result)
+                Some(format!("{} {} → {status}: {}", e.tool, e.arguments.0, result))
             })
             .collect();
         let now = Utc::now().with_timezone(&tenant.timezone).format("%Y-%m-%d %H:%M (%A)").to_string();
@@ -302,7 +309,15 @@ impl TurnHandler for AgentTurn {
 impl AgentTurn {
     async fn record(&self, turn: &Turn, messages: &[ChatMessage]) -> anyhow::Result<()> {
         self.store
-            .record_turn(turn.tenant.id, turn.conversation, turn.id, self.provider, messages, Utc::now())
+            .record_turn(
+                turn.tenant.id,
+                turn.conversation,
+                turn.id,
+                Some(&turn.lease),
+                self.provider,
+                messages,
+                Utc::now(),
+            )
             .await
             .context("failed to record the turn")
     }

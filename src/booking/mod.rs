@@ -7,8 +7,13 @@
 //! - no two active (`held`, `confirmed`) appointments of one professional overlap, enforced by
 //!   the database (PostgreSQL `EXCLUDE`, SQLite trigger under its single writer), never by a
 //!   check in Rust alone; a violation is a `SlotTaken` the agent can explain;
-//! - an appointment carries the ledger key that created it, so a re-run of the same booking
-//!   finds it instead of creating another.
+//! - an appointment carries the ledger key of the booking call that describes it now (the
+//!   create key of its current slot), so a re-run of the same booking finds it instead of
+//!   creating another; moving or cancelling it supersedes every ledger row that described it
+//!   before, in the same transaction;
+//! - a customer's own active appointments do not overlap either, unless a caller allows it
+//!   deliberately (a merchant booking by hand); a started appointment is neither moved nor
+//!   cancelled.
 
 pub mod availability;
 pub(crate) mod catalog;
@@ -42,6 +47,15 @@ impl Appointment {
 pub enum BookingError {
     #[error("that time was just taken")]
     SlotTaken,
+    /// The customer already has this active appointment at an overlapping time.
+    #[error("the customer already has appointment {} at that time", .0.id)]
+    CustomerOverlap(Box<Appointment>),
+    /// The appointment already started: it can no longer be moved or cancelled.
+    #[error("appointment {} already started", .0.id)]
+    AlreadyStarted(Box<Appointment>),
+    /// The ledger row this effect belongs to was taken over: nothing was written.
+    #[error("the ledger row was taken over by another attempt")]
+    Fenced,
     #[error("not found: {0}")]
     NotFound(String),
     #[error(transparent)]

@@ -157,21 +157,30 @@ impl Worker {
             contact,
             messages,
             trigger_message_id: job.trigger_message_id.clone(),
+            lease: job.lease.clone(),
         };
         self.handler.handle(&turn).await
     }
 
-    /// Renews the lease every third of its length; returns only when it was lost.
+    /// Renews the lease every third of its length; returns when it was lost, or when renewals
+    /// kept failing until the lease held could run out before the next beat (stopping the turn
+    /// then, before another worker may take it).
     async fn keep_lease(&self, job: &ClaimedJob, clock: Clock) {
         let every = self.config.lease / 3;
+        let mut held_until = job.locked_until;
         loop {
             tokio::time::sleep(every).await;
             let now = clock.now();
-            match self.store.heartbeat(&job.lease, now, now + to_delta(self.config.lease)).await {
-                Ok(true) => {}
+            let until = now + to_delta(self.config.lease);
+            match self.store.heartbeat(&job.lease, now, until).await {
+                Ok(true) => held_until = until,
                 Ok(false) => return,
                 // A failed renewal is not a lost lease yet; the next beat may succeed.
-                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                Err(e) if now + to_delta(every) < held_until => tracing::warn!(error = %e, "lease renewal failed"),
+                Err(e) => {
+                    tracing::error!(error = %e, "lease could not be renewed before it ran out; stopping the turn");
+                    return;
+                }
             }
         }
     }

@@ -11,11 +11,15 @@ use super::spec::{Effect, InputError, NormalizedArgs, ToolSpec};
 use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
 use crate::jobs::to_delta;
-use crate::store::{LedgerStore, NewExecution, Reservation, Settlement, Store};
+use crate::store::{LedgerStore, NewExecution, Reservation, Settlement, Store, TakeOver};
 use crate::tenant::Tenant;
 
 /// Losing a race to take over can repeat only so often before we report "in progress".
 const MAX_DECISION_ROUNDS: usize = 4;
+/// Storing an outcome that hits a database error is tried this many times (with doubling
+/// pauses from [`SETTLE_RETRY_PAUSE`]) before the turn fails and its retry takes the row over.
+const SETTLE_TRIES: u32 = 5;
+const SETTLE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// Who is asking, in which conversation and turn.
 #[derive(Debug, Clone)]
@@ -24,6 +28,9 @@ pub struct CallContext<'a> {
     pub customer: ContactId,
     pub conversation: ConversationId,
     pub turn: Option<JobId>,
+    /// The job attempt of `turn` making the call: a later attempt of the same turn takes over
+    /// a row an earlier one left running (that attempt lost the job's lease, so it is gone).
+    pub turn_attempt: Option<i64>,
     /// The provider id of the turn's newest inbound message (per-turn keys).
     pub trigger_message_id: Option<&'a str>,
     /// Kept for tracing only; never part of a key.
@@ -36,9 +43,28 @@ pub struct CallContext<'a> {
 /// Which attempt at a key a handler is running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attempt {
+    /// The ledger row.
+    pub execution: i64,
     pub generation: i64,
-    /// `OutcomeUnknown` tells the handler to look the effect up before creating it.
+    /// The state the row was taken over from: `OutcomeUnknown` (or `Running`, an attempt that
+    /// died) tells the handler to look the effect up before creating it.
     pub previous: Option<LedgerState>,
+}
+
+impl Attempt {
+    pub fn fence(&self) -> Fence {
+        Fence { execution: self.execution, generation: self.generation }
+    }
+}
+
+/// Proof of holding a ledger row at a generation. An effect stored in Balcão's own database
+/// commits in one transaction with its outcome, and only while the fence holds (the "atomic
+/// phase"): a crash leaves either both or neither, and a worker that lost the row writes
+/// nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence {
+    pub execution: i64,
+    pub generation: i64,
 }
 
 /// What a handler gets.
@@ -54,8 +80,13 @@ pub struct ToolCall<'a> {
 /// How a handler failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolFailure {
-    /// Will not succeed if repeated (slot taken, booking not found). Stored and replayed.
+    /// A fact about the request (bad input, unknown service, booking not found): repeating it
+    /// cannot succeed. Stored and replayed.
     Permanent { message: String, details: Value },
+    /// A fact about the world right now (slot taken, outside hours, beyond the horizon, time
+    /// off): nothing happened and the key is released, so an identical later call is
+    /// evaluated again when the world may have changed.
+    Refused { message: String, details: Value },
     /// Nothing happened; the next attempt runs the handler again.
     Transient(String),
     /// An outside call timed out after it may have taken effect.
@@ -161,7 +192,9 @@ impl Executor {
             let call = ToolCall { ctx, args: &args, key: None, attempt: None };
             return Ok(match tool.run(&call).await {
                 Ok(v) => Outcome::Executed(v),
-                Err(ToolFailure::Permanent { message, details }) => Outcome::Failed { error: message, details },
+                Err(ToolFailure::Permanent { message, details } | ToolFailure::Refused { message, details }) => {
+                    Outcome::Failed { error: message, details }
+                }
                 Err(ToolFailure::Transient(e) | ToolFailure::Unknown(e)) => Outcome::Retryable { error: e },
             });
         };
@@ -184,37 +217,35 @@ impl Executor {
                 contact: ctx.customer,
                 turn: ctx.turn,
                 tool_use_id: ctx.tool_use_id,
+                turn_attempt: ctx.turn_attempt,
             };
             let row = match self.store.reserve_execution(&new, ctx.now, lease_until).await? {
                 Reservation::Fresh(id) => {
                     tracing::info!(tool = spec.name, %key, "executing");
-                    let attempt = Attempt { generation: 1, previous: None };
-                    return self.hold_and_run(tool, ctx, &args, &key, id, attempt).await;
+                    let attempt = Attempt { execution: id, generation: 1, previous: None };
+                    return self.hold_and_run(tool, ctx, &args, &key, attempt).await;
                 }
                 Reservation::Repeat(row) => *row,
             };
-            match decide(&row, &fingerprint, ctx.now, on_conflict) {
+            match decide(&row, &fingerprint, ctx, on_conflict) {
                 Decision::Replay(outcome) => {
                     tracing::info!(tool = spec.name, %key, status = %row.status, "repeat answered from the ledger");
                     return Ok(outcome);
                 }
                 Decision::TakeOver => {
-                    let taken = self
-                        .store
-                        .take_over_execution(
-                            tenant,
-                            row.id,
-                            row.generation,
-                            &fingerprint,
-                            &arguments,
-                            ctx.now,
-                            lease_until,
-                        )
-                        .await?;
-                    if let Some(generation) = taken {
+                    let takeover = TakeOver {
+                        tenant,
+                        id: row.id,
+                        generation: row.generation,
+                        fingerprint: &fingerprint,
+                        arguments: &arguments,
+                        turn: ctx.turn,
+                        turn_attempt: ctx.turn_attempt,
+                    };
+                    if let Some(generation) = self.store.take_over_execution(&takeover, ctx.now, lease_until).await? {
                         tracing::warn!(tool = spec.name, %key, generation, previous = %row.status, "took over");
-                        let attempt = Attempt { generation, previous: row.state() };
-                        return self.hold_and_run(tool, ctx, &args, &key, row.id, attempt).await;
+                        let attempt = Attempt { execution: row.id, generation, previous: row.state() };
+                        return self.hold_and_run(tool, ctx, &args, &key, attempt).await;
                     }
                 }
             }
@@ -230,9 +261,9 @@ impl Executor {
         ctx: &CallContext<'_>,
         args: &NormalizedArgs,
         key: &LedgerKey,
-        id: i64,
         attempt: Attempt,
     ) -> anyhow::Result<Outcome> {
+        let id = attempt.execution;
         let started = Instant::now();
         let clock = || ctx.now + to_delta(started.elapsed());
         let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt) };
@@ -274,6 +305,10 @@ impl Executor {
                 Settlement { state: LedgerState::FailedPermanent, result: Some(details), error: Some(message) },
                 Outcome::Failed { error: message.clone(), details: details.clone() },
             ),
+            Err(ToolFailure::Refused { message, details }) => (
+                Settlement { state: LedgerState::Refused, result: Some(details), error: Some(message) },
+                Outcome::Failed { error: message.clone(), details: details.clone() },
+            ),
             Err(ToolFailure::Transient(e)) => (
                 Settlement { state: LedgerState::FailedTransient, result: None, error: Some(e) },
                 Outcome::Retryable { error: e.clone() },
@@ -283,22 +318,43 @@ impl Executor {
                 Outcome::Retryable { error: format!("the outcome is unknown ({e}); the next attempt checks first") },
             ),
         };
-        if self.store.settle_execution(tenant, id, attempt.generation, &settlement, clock()).await? {
-            Ok(outcome)
-        } else {
-            tracing::warn!(%key, "lease lost before the outcome could be stored");
-            Ok(Outcome::AlreadyInProgress)
+        let mut pause = SETTLE_RETRY_PAUSE;
+        for tries_left in (0..SETTLE_TRIES).rev() {
+            match self.store.settle_execution(tenant, id, attempt.generation, &settlement, clock()).await {
+                Ok(true) => return Ok(outcome),
+                Ok(false) => {
+                    tracing::warn!(%key, "lease lost before the outcome could be stored");
+                    return Ok(Outcome::AlreadyInProgress);
+                }
+                // The effect may have happened: the outcome must not be abandoned on a
+                // passing database error.
+                Err(e) if tries_left > 0 => {
+                    tracing::warn!(%key, error = %e, "storing the outcome failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        unreachable!("the last try returns")
     }
 }
 
-fn decide(row: &ExecutionRecord, fingerprint: &str, now: DateTime<Utc>, hint: &'static str) -> Decision {
+fn decide(row: &ExecutionRecord, fingerprint: &str, ctx: &CallContext<'_>, hint: &'static str) -> Decision {
     let state = row.state();
     let same = row.fingerprint == fingerprint;
     // A failure left nothing behind, so a changed request may take its place (a corrected
     // service id after "unknown service", say).
     if !same
-        && !matches!(state, Some(LedgerState::FailedTransient | LedgerState::FailedPermanent | LedgerState::Superseded))
+        && !matches!(
+            state,
+            Some(
+                LedgerState::FailedTransient
+                    | LedgerState::FailedPermanent
+                    | LedgerState::Superseded
+                    | LedgerState::Refused
+            )
+        )
     {
         return Decision::Replay(Outcome::Conflict {
             existing: row.arguments.0.clone(),
@@ -315,15 +371,31 @@ fn decide(row: &ExecutionRecord, fingerprint: &str, now: DateTime<Utc>, hint: &'
             error: row.error.clone().unwrap_or_default(),
             details: row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null),
         }),
-        Some(LedgerState::Running) if row.locked_until.is_some_and(|until| until > now) => {
+        Some(LedgerState::Running)
+            if row.locked_until.is_some_and(|until| until > ctx.now) && !earlier_attempt_of_this_turn(row, ctx) =>
+        {
             Decision::Replay(Outcome::AlreadyInProgress)
         }
         Some(
-            LedgerState::Running | LedgerState::FailedTransient | LedgerState::OutcomeUnknown | LedgerState::Superseded,
+            LedgerState::Running
+            | LedgerState::FailedTransient
+            | LedgerState::OutcomeUnknown
+            | LedgerState::Superseded
+            | LedgerState::Refused,
         ) => Decision::TakeOver,
         None => Decision::Replay(Outcome::Failed {
             error: format!("unknown ledger state {}", row.status),
             details: Value::Null,
         }),
+    }
+}
+
+/// The row was left running by an earlier attempt of the turn making this call. That attempt
+/// lost the job's lease (a new attempt holds it), so waiting for its ledger lease would only
+/// leave the customer told "being processed" while nothing happens.
+fn earlier_attempt_of_this_turn(row: &ExecutionRecord, ctx: &CallContext<'_>) -> bool {
+    match (ctx.turn, ctx.turn_attempt, row.turn_id, row.turn_attempt) {
+        (Some(turn), Some(attempt), Some(row_turn), Some(row_attempt)) => turn.0 == row_turn && row_attempt < attempt,
+        _ => false,
     }
 }

@@ -36,7 +36,7 @@ mod key;
 pub mod normalize;
 mod spec;
 
-pub use executor::{Attempt, CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
+pub use executor::{Attempt, CallContext, Executor, Fence, Outcome, Tool, ToolCall, ToolFailure};
 pub use key::{KeyScope, LedgerKey, MissingTrigger, derive_key, fingerprint};
 pub use normalize::{FieldKind, NORMALIZATION_VERSION};
 pub use spec::{Effect, FieldSpec, InputError, KeyPolicy, NormalizedArgs, ToolSpec};
@@ -53,6 +53,9 @@ pub enum LedgerState {
     FailedPermanent,
     /// An outside call timed out: the effect may or may not exist.
     OutcomeUnknown,
+    /// Refused for a fact about the world at that moment (slot taken, outside hours): nothing
+    /// happened and the key is released, so an identical later call is evaluated again.
+    Refused,
     /// The effect was undone by a later action (a booking cancelled, a move made again
     /// elsewhere), so replaying it would be false: the next request under this key runs anew.
     Superseded,
@@ -66,6 +69,7 @@ impl LedgerState {
             Self::FailedTransient => "failed_transient",
             Self::FailedPermanent => "failed_permanent",
             Self::OutcomeUnknown => "outcome_unknown",
+            Self::Refused => "refused",
             Self::Superseded => "superseded",
         }
     }
@@ -77,6 +81,7 @@ impl LedgerState {
             "failed_transient" => Self::FailedTransient,
             "failed_permanent" => Self::FailedPermanent,
             "outcome_unknown" => Self::OutcomeUnknown,
+            "refused" => Self::Refused,
             "superseded" => Self::Superseded,
             _ => return None,
         })
@@ -98,6 +103,9 @@ pub struct ExecutionRecord {
     pub locked_until: Option<DateTime<Utc>>,
     pub replay_count: i64,
     pub tool_use_id: Option<String>,
+    /// The turn and its job attempt that reserved (or last took over) the row.
+    pub turn_id: Option<i64>,
+    pub turn_attempt: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub reserved_by: String,
 }

@@ -10,16 +10,21 @@
 //!   `unknown`: a status webhook carrying the key resolves it, and it is sent again only when no
 //!   such webhook arrived within the grace period;
 //! - status webhooks move a row forward only (sent < delivered < read; failed is terminal);
-//! - without an access token, rows are written `local` and never sent (the simulator shows them).
+//! - without an access token, rows are written `local` and never sent (the simulator shows them);
+//! - a turn's reply is written only while the turn's job lease holds (checked in the insert's
+//!   transaction), so a worker that lost its lease cannot send an outdated answer.
 
+mod replier;
 mod sender;
 
+pub use replier::Replier;
 pub use sender::{OutboxSender, SendOutcome};
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use crate::domain::{ConversationId, JobId, OutboundId, TenantId};
+use crate::jobs::Lease;
 use crate::whatsapp::{OutboundMessage, Recipient};
 
 /// Meta echoes at most 512 characters of `biz_opaque_callback_data`.
@@ -55,6 +60,8 @@ pub struct NewOutbound {
     pub message: OutboundMessage,
     /// Stay local (no access token): never sent.
     pub local: bool,
+    /// The job lease of the turn writing it: the row is refused once that lease is lost.
+    pub written_by: Option<Lease>,
 }
 
 /// A row a sender holds.

@@ -3,8 +3,10 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
+use crate::jobs::Lease;
 use crate::llm::ChatMessage;
 
 /// One stored message of an earlier turn.
@@ -19,12 +21,15 @@ pub struct StoredMessage {
 pub trait HistoryStore {
     /// Whether this turn's messages were already written (its answer is then in the outbox).
     async fn turn_recorded(&self, tenant: TenantId, turn: JobId) -> StoreResult<bool>;
-    /// Writes the turn's messages in order; a second write of the same turn changes nothing.
+    /// Writes the turn's messages in order, only while `lease` (the turn's job lease) is held,
+    /// so a stale worker cannot split a `tool_use` from its `tool_result`; a second write of
+    /// the same turn changes nothing. Without a lease (importing history) nothing is checked.
     async fn record_turn(
         &self,
         tenant: TenantId,
         conversation: ConversationId,
         turn: JobId,
+        lease: Option<&Lease>,
         provider: &str,
         messages: &[ChatMessage],
         now: DateTime<Utc>,
@@ -57,20 +62,27 @@ impl HistoryStore for Store {
         tenant: TenantId,
         conversation: ConversationId,
         turn: JobId,
+        lease: Option<&Lease>,
         provider: &str,
         messages: &[ChatMessage],
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            if let Some(lease) = lease
+                && !hold_job_lease!(tx, lease, now)?
+            {
+                return Err(StoreError::LeaseLost);
+            }
             for (seq, message) in messages.iter().enumerate() {
                 let role = match message.role {
                     crate::llm::Role::User => "user",
                     crate::llm::Role::Assistant => "assistant",
                 };
                 sqlx::query(
-                    "INSERT INTO conversation_messages (tenant_id, conversation_id, turn_id, seq, role, provider, content, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                    "INSERT INTO conversation_messages
+                         (tenant_id, conversation_id, turn_id, seq, role, provider, content, created_at, turn_attempt)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                      ON CONFLICT (tenant_id, turn_id, seq) DO NOTHING",
                 )
                 .bind(tenant.0)
@@ -81,6 +93,7 @@ impl HistoryStore for Store {
                 .bind(provider)
                 .bind(Json(message))
                 .bind(now)
+                .bind(lease.map(|l| l.attempt))
                 .execute(&mut *tx)
                 .await?;
             }

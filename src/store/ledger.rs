@@ -12,9 +12,70 @@ use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
 macro_rules! execution_columns {
     () => {
         "id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation, \
-         locked_until, replay_count, tool_use_id, created_at, reserved_by"
+         locked_until, replay_count, tool_use_id, turn_id, turn_attempt, created_at, reserved_by"
     };
 }
+
+/// Inside a write transaction: true while `fence` holds its ledger row. On PostgreSQL the
+/// update locks the row until the transaction ends, so no takeover slips in before the commit.
+macro_rules! hold_fence {
+    ($tx:expr, $tenant:expr, $fence:expr) => {
+        sqlx::query(
+            "UPDATE agent_tool_executions SET generation = generation
+             WHERE tenant_id = $1 AND id = $2 AND generation = $3 AND status = 'running'",
+        )
+        .bind($tenant.0)
+        .bind($fence.execution)
+        .bind($fence.generation)
+        .execute(&mut *$tx)
+        .await
+        .map(|r| r.rows_affected() == 1)
+    };
+}
+pub(crate) use hold_fence;
+
+/// Inside a write transaction: settles `fence`'s row as succeeded with `result`, recording
+/// what its effect is about; false when the fence no longer holds.
+macro_rules! settle_in_tx {
+    ($tx:expr, $tenant:expr, $fence:expr, $subject:expr, $result:expr, $now:expr) => {
+        sqlx::query(
+            "UPDATE agent_tool_executions SET status = 'succeeded', result = $1, error = NULL, subject = $2,
+                 locked_until = NULL, updated_at = $3, completed_at = $3
+             WHERE tenant_id = $4 AND id = $5 AND generation = $6 AND status = 'running'",
+        )
+        .bind(sqlx::types::Json($result))
+        .bind($subject)
+        .bind($now)
+        .bind($tenant.0)
+        .bind($fence.execution)
+        .bind($fence.generation)
+        .execute(&mut *$tx)
+        .await
+        .map(|r| r.rows_affected() == 1)
+    };
+}
+pub(crate) use settle_in_tx;
+
+/// Inside a write transaction: supersedes every succeeded row about `subject` (or, for rows
+/// written before subjects existed, under `key`), except the row of `except`: the thing they
+/// describe changed, so a repeat of any of them runs again instead of replaying.
+macro_rules! supersede_subject {
+    ($tx:expr, $tenant:expr, $subject:expr, $key:expr, $except:expr, $now:expr) => {
+        sqlx::query(
+            "UPDATE agent_tool_executions SET status = 'superseded', updated_at = $1
+             WHERE tenant_id = $2 AND status = 'succeeded' AND id <> $5
+               AND (subject = $3 OR idempotency_key = $4)",
+        )
+        .bind($now)
+        .bind($tenant.0)
+        .bind($subject)
+        .bind($key)
+        .bind($except.map_or(0_i64, |f: crate::ledger::Fence| f.execution))
+        .execute(&mut *$tx)
+        .await
+    };
+}
+pub(crate) use supersede_subject;
 
 /// A reservation to insert.
 #[derive(Debug, Clone)]
@@ -28,6 +89,19 @@ pub struct NewExecution<'a> {
     pub contact: ContactId,
     pub turn: Option<JobId>,
     pub tool_use_id: Option<&'a str>,
+    pub turn_attempt: Option<i64>,
+}
+
+/// A takeover of row `id` as seen at `generation`, by a call with these arguments.
+#[derive(Debug, Clone)]
+pub struct TakeOver<'a> {
+    pub tenant: TenantId,
+    pub id: i64,
+    pub generation: i64,
+    pub fingerprint: &'a str,
+    pub arguments: &'a Value,
+    pub turn: Option<JobId>,
+    pub turn_attempt: Option<i64>,
 }
 
 /// What reserving a key found.
@@ -58,17 +132,13 @@ pub trait LedgerStore {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Reservation>;
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
-    /// Takes over an expired attempt, a transient failure, an unknown outcome, or a permanent
-    /// failure when the request changed, seen at `generation`; returns the new generation, or
-    /// `None` when another worker won.
-    #[allow(clippy::too_many_arguments)]
+    /// Takes over an expired attempt (or one left running by an earlier attempt of the same
+    /// turn), a transient failure, an unknown outcome, a released key, or a permanent failure
+    /// when the request changed, seen at `generation`; returns the new generation, or `None`
+    /// when another worker won.
     async fn take_over_execution(
         &self,
-        tenant: TenantId,
-        id: i64,
-        generation: i64,
-        fingerprint: &str,
-        arguments: &Value,
+        takeover: &TakeOver<'_>,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<i64>>;
@@ -81,7 +151,9 @@ pub trait LedgerStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Stores the outcome; false when `generation` no longer holds the row.
+    /// Stores the outcome; false when `generation` no longer holds the row. Storing the same
+    /// state again under the same generation (the atomic phase stored it with the effect)
+    /// succeeds.
     async fn settle_execution(
         &self,
         tenant: TenantId,
@@ -112,8 +184,9 @@ impl LedgerStore for Store {
             sqlx::query_as(concat!(
                 "INSERT INTO agent_tool_executions
                      (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
-                      tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12)
+                      tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at,
+                      turn_attempt)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12, $13)
                  ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
                      replay_count = agent_tool_executions.replay_count + 1
                  RETURNING ", execution_columns!()),
@@ -130,6 +203,7 @@ impl LedgerStore for Store {
             .bind(&token)
             .bind(lease_until)
             .bind(now)
+            .bind(new.turn_attempt)
             .fetch_one(pool)
             .await
         })?;
@@ -151,11 +225,7 @@ impl LedgerStore for Store {
 
     async fn take_over_execution(
         &self,
-        tenant: TenantId,
-        id: i64,
-        generation: i64,
-        fingerprint: &str,
-        arguments: &Value,
+        t: &TakeOver<'_>,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<i64>> {
@@ -163,20 +233,23 @@ impl LedgerStore for Store {
             sqlx::query_scalar(
                 "UPDATE agent_tool_executions SET
                      generation = generation + 1, status = 'running', locked_until = $1, updated_at = $2,
-                     fingerprint = $3, arguments = $4
+                     fingerprint = $3, arguments = $4, turn_id = $8, turn_attempt = $9
                  WHERE tenant_id = $5 AND id = $6 AND generation = $7
-                   AND (status IN ('failed_transient', 'outcome_unknown', 'superseded')
+                   AND (status IN ('failed_transient', 'outcome_unknown', 'superseded', 'refused')
                         OR (status = 'running' AND locked_until <= $2)
+                        OR (status = 'running' AND turn_id = $8 AND turn_attempt < $9)
                         OR (status = 'failed_permanent' AND fingerprint <> $3))
                  RETURNING generation",
             )
             .bind(lease_until)
             .bind(now)
-            .bind(fingerprint)
-            .bind(Json(arguments))
-            .bind(tenant.0)
-            .bind(id)
-            .bind(generation)
+            .bind(t.fingerprint)
+            .bind(Json(t.arguments))
+            .bind(t.tenant.0)
+            .bind(t.id)
+            .bind(t.generation)
+            .bind(t.turn.map(|t| t.0))
+            .bind(t.turn_attempt)
             .fetch_optional(pool)
             .await
         })?)
@@ -219,7 +292,7 @@ impl LedgerStore for Store {
             sqlx::query(
                 "UPDATE agent_tool_executions SET status = $1, result = $2, error = $3, locked_until = NULL,
                      updated_at = $4, completed_at = $4
-                 WHERE tenant_id = $5 AND id = $6 AND generation = $7 AND status = 'running'",
+                 WHERE tenant_id = $5 AND id = $6 AND generation = $7 AND status IN ('running', $1)",
             )
             .bind(settlement.state.as_str())
             .bind(settlement.result.map(Json))
@@ -256,7 +329,8 @@ impl LedgerStore for Store {
         Ok(writing!(self, pool => {
             sqlx::query(
                 "DELETE FROM agent_tool_executions
-                 WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient', 'superseded') AND updated_at < $1",
+                 WHERE status IN ('succeeded', 'failed_permanent', 'failed_transient', 'superseded', 'refused')
+                   AND updated_at < $1",
             )
             .bind(before)
             .execute(pool)

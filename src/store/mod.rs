@@ -10,7 +10,8 @@
 //! - Every query names the tenant it works for.
 //! - Each method is one complete unit of work with its transaction inside.
 
-mod booking;
+mod appointments;
+mod catalog;
 mod history;
 mod inbound;
 mod jobs;
@@ -25,11 +26,12 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool, Transaction};
 
-pub use booking::{BookingStore, NewAppointment};
+pub use appointments::{BookingStore, Move, NewAppointment, SettleWith};
+pub use catalog::CatalogStore;
 pub use history::{HistoryStore, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::JobStore;
-pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement};
+pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use tenants::TenantStore;
 
@@ -51,6 +53,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A turn's write was refused: the job lease it was made under is no longer held.
+    #[error("the turn's job lease was lost; another attempt owns the turn")]
+    LeaseLost,
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
     #[error("migration error: {0}")]

@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{OutboundId, PhoneE164, TenantId};
 use crate::outbox::{ClaimedOutbound, NewOutbound, OutboundRecord};
@@ -85,11 +86,17 @@ type ClaimRow = (i64, i64, String, Option<String>, Option<String>, Json<Outbound
 impl OutboxStore for Store {
     async fn enqueue_outbound(&self, new: &NewOutbound, now: DateTime<Utc>) -> StoreResult<Option<OutboundId>> {
         let id: Option<i64> = writing!(self, pool => {
-            sqlx::query_scalar(
+            let mut tx = pool.begin_write().await?;
+            if let Some(lease) = &new.written_by
+                && !hold_job_lease!(tx, lease, now)?
+            {
+                return Err(StoreError::LeaseLost);
+            }
+            let id = sqlx::query_scalar(
                 "INSERT INTO outbound_messages
                      (tenant_id, conversation_id, idempotency_key, to_wa_id, to_user_id, message, status,
-                      attempts, next_attempt_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $8)
+                      attempts, next_attempt_at, created_at, updated_at, turn_attempt)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $8, $9)
                  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
                  RETURNING id",
             )
@@ -101,9 +108,12 @@ impl OutboxStore for Store {
             .bind(Json(&new.message))
             .bind(if new.local { "local" } else { "pending" })
             .bind(now)
-            .fetch_optional(pool)
-            .await
-        })?;
+            .bind(new.written_by.as_ref().map(|l| l.attempt))
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            id
+        });
         Ok(id.map(OutboundId))
     }
 

@@ -219,6 +219,7 @@ contract!(long_conversations_are_trimmed_by_whole_turns, |db| async move {
                 s.tenant.id,
                 c.conversation,
                 balcao::domain::JobId(turn - 100),
+                None,
                 "anthropic",
                 &messages,
                 Utc::now(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use balcao::domain::{Cents, ContactId};
 use balcao::ledger::{LedgerKey, Outcome};
-use balcao::store::{BookingStore, NewAppointment, TenantStore};
+use balcao::store::{BookingStore, CatalogStore, Move, NewAppointment, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -296,8 +296,9 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
                 ends_at: to,
                 price: Cents(5000),
                 key: &key,
+                allow_customer_overlap: true,
             };
-            store.insert_appointment(&new, now()).await
+            store.insert_appointment(&new, None, now()).await
         }
     };
     let first = insert("k1", at(17, 0), at(17, 40), s.ze).await.unwrap();
@@ -307,11 +308,22 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
     insert("k4", at(17, 0), at(17, 40), s.rafa).await.unwrap();
     assert_eq!(insert("k1", at(17, 0), at(17, 40), s.ze).await.unwrap(), first);
     // A cancelled appointment frees its time; moving onto an occupied one is refused.
-    db.store.cancel_appointment(s.tenant.id, c.contact, first.id, now()).await.unwrap().unwrap();
+    db.store.cancel_appointment(s.tenant.id, c.contact, first.id, None, now()).await.unwrap();
     let fresh = insert("k5", at(17, 0), at(17, 40), s.ze).await.unwrap();
     let clash = db
         .store
-        .move_appointment(s.tenant.id, c.contact, fresh.id, (at(17, 30), at(18, 10)), now(), "reschedule_booking")
+        .move_appointment(
+            &Move {
+                tenant: s.tenant.id,
+                contact: c.contact,
+                id: fresh.id,
+                starts_at: at(17, 30),
+                ends_at: at(18, 10),
+                key: &LedgerKey::from_stored("k6".into()),
+            },
+            None,
+            now(),
+        )
         .await;
     assert!(matches!(clash, Err(balcao::booking::BookingError::SlotTaken)));
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 3);

@@ -136,6 +136,7 @@ fn ctx<'a>(
         customer: c.contact,
         conversation: c.conversation,
         turn: None,
+        turn_attempt: None,
         trigger_message_id: Some(trigger),
         tool_use_id: Some(tool_use_id),
         now: at,
@@ -251,7 +252,7 @@ contract!(a_worker_dying_mid_tool_is_taken_over_after_the_lease, |db| async move
     let taken = run(&s, &c, &probe, input.clone(), "m1", lease_end + TimeDelta::seconds(1)).await;
     assert!(matches!(&taken, Outcome::Executed(v) if v["generation"] == 2), "{taken:?}");
     let attempts = probe.attempts.lock().unwrap().clone();
-    assert_eq!(attempts[1], Attempt { generation: 2, previous: Some(LedgerState::Running) });
+    assert_eq!((attempts[1].generation, attempts[1].previous), (2, Some(LedgerState::Running)));
     assert_eq!(probe.effects(), 1);
 });
 

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use balcao::app::App;
+use balcao::outbox::Replier;
 use balcao::store::{JobStore, OutboxStore};
-use balcao::turn::{Replier, Turn, TurnHandler};
+use balcao::turn::{Turn, TurnHandler};
 use balcao::whatsapp::OutboundMessage;
 use tokio::sync::oneshot;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use balcao::domain::{ContactId, ConversationId};
 use balcao::ledger::{CallContext, Executor, Outcome, Tool};
-use balcao::store::{BookingStore, InboundStore, TenantStore};
+use balcao::store::{CatalogStore, InboundStore, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
@@ -123,6 +123,7 @@ impl Scenario {
             customer: customer.contact,
             conversation: customer.conversation,
             turn: None,
+            turn_attempt: None,
             trigger_message_id: trigger,
             tool_use_id: Some("toolu_test"),
             now: at,

@@ -1,6 +1,12 @@
 //! Booking tools: `list_my_bookings` reads; `create_booking`, `cancel_booking` and
 //! `reschedule_booking` write (business keys: the customer and, respectively, the
 //! professional and start, the appointment, the appointment and its new start).
+//!
+//! Each write commits its effect and its ledger outcome in one transaction (the atomic phase,
+//! see `crate::store::SettleWith`). Refusals are split: facts about the request (unknown
+//! service, not the customer's booking, already started) are permanent and replayed; facts
+//! about the world (slot taken, not offered now, the customer busy at that time) release the
+//! key, so the same request later is evaluated again.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -9,10 +15,13 @@ use serde_json::{Value, json};
 use super::catalog::{Bookings, free_slots, slots_json};
 use super::{booking_json, permanent, transient};
 use crate::booking::availability::block;
-use crate::booking::{Appointment, BookingError, Service};
+use crate::booking::{Appointment, BookingError, Professional, Service};
 use crate::ledger::normalize::parse_instant;
-use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
-use crate::store::{BookingStore, NewAppointment, Store};
+use crate::ledger::{
+    CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerKey, Tool, ToolCall, ToolFailure, ToolSpec,
+    derive_key,
+};
+use crate::store::{BookingStore, CatalogStore, Move, NewAppointment, SettleWith, Store};
 
 fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
     call.args
@@ -21,8 +30,13 @@ fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
         .ok_or_else(|| permanent("starts_at must be a date-time with an offset", Value::Null))
 }
 
+fn refused(message: impl Into<String>, details: Value) -> ToolFailure {
+    ToolFailure::Refused { message: message.into(), details }
+}
+
 /// Checks that `start` is an offered start of `professional_id` for `service_id` (hours,
-/// notice, horizon, step), ignoring existing bookings: the database decides overlaps.
+/// notice, horizon, step, time off), ignoring existing bookings: the database decides
+/// overlaps.
 async fn check_offered(
     store: &Store,
     call: &ToolCall<'_>,
@@ -35,7 +49,7 @@ async fn check_offered(
     if offered.iter().any(|(s, _)| s.starts_at == start) {
         return Ok(());
     }
-    Err(permanent(
+    Err(refused(
         "not_available: that time is not offered (outside working hours, too soon or too far ahead)",
         json!({ "reason": "not_available", "alternatives": alternatives(store, call, service_id, professional_id, start).await }),
     ))
@@ -56,11 +70,67 @@ async fn alternatives(
     }
 }
 
-/// The booking as the model sees it. Never fails: it runs after the effect committed, so a
-/// failed catalog read only leaves the names out.
-async fn render(store: &Store, call: &ToolCall<'_>, a: &Appointment) -> Result<Value, ToolFailure> {
-    let (services, professionals) = store.catalog(call.ctx.tenant.id).await.unwrap_or_default();
-    Ok(booking_json(a, &services, &professionals, call.ctx.tenant.timezone))
+/// The booking as the model sees it, rendered inside the write's transaction from a catalog
+/// read before it.
+fn renderer(
+    call: &ToolCall<'_>,
+    services: Vec<Service>,
+    professionals: Vec<Professional>,
+) -> impl Fn(&Appointment) -> Value + Send + Sync + use<> {
+    let tz = call.ctx.tenant.timezone;
+    move |a: &Appointment| booking_json(a, &services, &professionals, tz)
+}
+
+/// How a write that failed in the store is told to the model.
+async fn booking_failure(
+    store: &Store,
+    call: &ToolCall<'_>,
+    e: BookingError,
+    service_id: i64,
+    professional_id: i64,
+    start: DateTime<Utc>,
+) -> ToolFailure {
+    let tz = call.ctx.tenant.timezone;
+    match e {
+        BookingError::SlotTaken => refused(
+            "slot_taken: that time was just taken by someone else",
+            json!({ "reason": "slot_taken", "alternatives": alternatives(store, call, service_id, professional_id, start).await }),
+        ),
+        BookingError::CustomerOverlap(own) => refused(
+            format!(
+                "conflict: the customer already has booking {} at {}; move or cancel it first, or choose another time",
+                own.id,
+                super::local(tz, own.starts_at)
+            ),
+            json!({ "reason": "customer_busy", "booking_id": own.id, "starts_at": super::local(tz, own.starts_at) }),
+        ),
+        BookingError::AlreadyStarted(a) => permanent(
+            format!(
+                "booking {} already started at {}; it can no longer be changed",
+                a.id,
+                super::local(tz, a.starts_at)
+            ),
+            json!({ "reason": "already_started", "booking_id": a.id }),
+        ),
+        BookingError::NotFound(what) => {
+            permanent(format!("not found: {what} among this customer's bookings; call list_my_bookings"), Value::Null)
+        }
+        BookingError::Fenced => ToolFailure::Transient("another attempt took this call over".into()),
+        BookingError::Store(e) => transient(e),
+    }
+}
+
+/// The `create_booking` key of a slot: what a move keys the appointment by from then on.
+fn create_key(ctx: &CallContext<'_>, professional_id: i64, start: DateTime<Utc>) -> Result<LedgerKey, ToolFailure> {
+    let Effect::Write { policy, .. } = CREATE_BOOKING.effect else {
+        unreachable!("create_booking is a write");
+    };
+    let args = CREATE_BOOKING
+        .normalize(&json!({ "service_id": 0, "professional_id": professional_id, "starts_at": start.to_rfc3339() }))
+        .map_err(|e| permanent(format!("invalid booking: {e}"), Value::Null))?;
+    let scope = KeyScope { tenant: ctx.tenant.id, customer: ctx.customer, trigger_message_id: ctx.trigger_message_id };
+    derive_key(CREATE_BOOKING.name, policy, &scope, &CREATE_BOOKING.identity(&args))
+        .map_err(|e| ToolFailure::Transient(e.to_string()))
 }
 
 pub struct ListMyBookings {
@@ -136,20 +206,26 @@ impl Tool for CreateBooking {
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
-        let key = call.key.ok_or_else(|| ToolFailure::Transient("create_booking runs through the ledger".into()))?;
-        // A re-run (takeover after a crash) finds what the earlier attempt booked.
-        if call.attempt.is_some_and(|a| a.previous.is_some())
-            && let Some(existing) = self.store.appointment_by_key(ctx.tenant.id, key).await.map_err(transient)?
-        {
-            return render(&self.store, call, &existing).await;
-        }
+        let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
+            return Err(ToolFailure::Transient("create_booking runs through the ledger".into()));
+        };
         let service_id = call.args.i64("service_id").unwrap_or_default();
         let professional_id = call.args.i64("professional_id").unwrap_or_default();
         let start = starts_at(call)?;
+        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let render = renderer(call, services.clone(), professionals);
+        // A takeover (an earlier attempt died or lost the row) finds what is booked under the
+        // key, so the answer is the booking, not a refusal of its own slot.
+        if attempt.previous.is_some()
+            && let Some(existing) = self.store.appointment_by_key(ctx.tenant.id, key).await.map_err(transient)?
+        {
+            return Ok(render(&existing));
+        }
+        let service: &Service = services
+            .iter()
+            .find(|s| s.id == service_id)
+            .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
         check_offered(&self.store, call, service_id, professional_id, start).await?;
-        let (services, _) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
-        let service: &Service =
-            services.iter().find(|s| s.id == service_id).ok_or_else(|| permanent("unknown service_id", Value::Null))?;
         let (starts_at, ends_at) = block(service, start);
         let new = NewAppointment {
             tenant: ctx.tenant.id,
@@ -160,21 +236,12 @@ impl Tool for CreateBooking {
             ends_at,
             price: service.price,
             key,
+            allow_customer_overlap: false,
         };
-        match self.store.insert_appointment(&new, ctx.now).await {
-            Ok(appointment) => render(&self.store, call, &appointment).await,
-            Err(BookingError::SlotTaken) => {
-                // The holder of this key may have booked it a moment ago (a takeover race).
-                if let Ok(Some(mine)) = self.store.appointment_by_key(ctx.tenant.id, key).await {
-                    return render(&self.store, call, &mine).await;
-                }
-                Err(permanent(
-                    "slot_taken: that time was just taken by someone else",
-                    json!({ "reason": "slot_taken", "alternatives": alternatives(&self.store, call, service_id, professional_id, start).await }),
-                ))
-            }
-            Err(BookingError::NotFound(what)) => Err(permanent(format!("not found: {what}"), Value::Null)),
-            Err(BookingError::Store(e)) => Err(transient(e)),
+        let settle = SettleWith { fence: attempt.fence(), render: &render };
+        match self.store.insert_appointment(&new, Some(&settle), ctx.now).await {
+            Ok(appointment) => Ok(render(&appointment)),
+            Err(e) => Err(booking_failure(&self.store, call, e, service_id, professional_id, start).await),
         }
     }
 }
@@ -207,20 +274,18 @@ impl Tool for CancelBooking {
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
+        let Some(attempt) = call.attempt else {
+            return Err(ToolFailure::Transient("cancel_booking runs through the ledger".into()));
+        };
         let id = call.args.i64("booking_id").unwrap_or_default();
-        if let Some(cancelled) =
-            self.store.cancel_appointment(ctx.tenant.id, ctx.customer, id, ctx.now).await.map_err(transient)?
-        {
-            return render(&self.store, call, &cancelled).await;
-        }
-        match self.store.appointment(ctx.tenant.id, id).await.map_err(transient)? {
-            // Cancelled by an earlier attempt that died before recording it: same outcome.
-            Some(a) if a.contact_id == ctx.customer.0 && a.status == "cancelled" => render(&self.store, call, &a).await,
-            Some(a) if a.contact_id == ctx.customer.0 => {
-                Err(permanent(format!("booking {id} cannot be cancelled: it is {}", a.status), Value::Null))
-            }
-            _ => {
-                Err(permanent(format!("booking {id} not found for this customer; call list_my_bookings"), Value::Null))
+        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let render = renderer(call, services, professionals);
+        let settle = SettleWith { fence: attempt.fence(), render: &render };
+        match self.store.cancel_appointment(ctx.tenant.id, ctx.customer, id, Some(&settle), ctx.now).await {
+            Ok(cancelled) => Ok(render(&cancelled)),
+            Err(e) => {
+                let start = ctx.now;
+                Err(booking_failure(&self.store, call, e, 0, 0, start).await)
             }
         }
     }
@@ -263,8 +328,13 @@ impl Tool for RescheduleBooking {
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
+        let Some(attempt) = call.attempt else {
+            return Err(ToolFailure::Transient("reschedule_booking runs through the ledger".into()));
+        };
         let id = call.args.i64("booking_id").unwrap_or_default();
         let start = starts_at(call)?;
+        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let render = renderer(call, services, professionals);
         let current = match self.store.appointment(ctx.tenant.id, id).await.map_err(transient)? {
             Some(a) if a.contact_id == ctx.customer.0 && matches!(a.status.as_str(), "held" | "confirmed") => a,
             _ => {
@@ -274,24 +344,29 @@ impl Tool for RescheduleBooking {
                 ));
             }
         };
+        if current.starts_at <= ctx.now {
+            let e = BookingError::AlreadyStarted(Box::new(current));
+            return Err(booking_failure(&self.store, call, e, 0, 0, start).await);
+        }
         if current.starts_at == start {
-            return render(&self.store, call, &current).await;
+            return Ok(render(&current));
         }
         check_offered(&self.store, call, current.service_id, current.professional_id, start).await?;
-        let new_block = (start, start + (current.ends_at - current.starts_at));
-        match self
-            .store
-            .move_appointment(ctx.tenant.id, ctx.customer, id, new_block, ctx.now, RESCHEDULE_BOOKING.name)
-            .await
-        {
-            Ok(Some(moved)) => render(&self.store, call, &moved).await,
-            Ok(None) => Err(permanent(format!("booking {id} is no longer active"), Value::Null)),
-            Err(BookingError::SlotTaken) => Err(permanent(
-                "slot_taken: that time was just taken by someone else",
-                json!({ "reason": "slot_taken", "alternatives": alternatives(&self.store, call, current.service_id, current.professional_id, start).await }),
-            )),
-            Err(BookingError::NotFound(what)) => Err(permanent(format!("not found: {what}"), Value::Null)),
-            Err(BookingError::Store(e)) => Err(transient(e)),
+        let key = create_key(ctx, current.professional_id, start)?;
+        let to = Move {
+            tenant: ctx.tenant.id,
+            contact: ctx.customer,
+            id,
+            starts_at: start,
+            ends_at: start + (current.ends_at - current.starts_at),
+            key: &key,
+        };
+        let settle = SettleWith { fence: attempt.fence(), render: &render };
+        match self.store.move_appointment(&to, Some(&settle), ctx.now).await {
+            Ok(moved) => Ok(render(&moved)),
+            Err(e) => {
+                Err(booking_failure(&self.store, call, e, current.service_id, current.professional_id, start).await)
+            }
         }
     }
 }

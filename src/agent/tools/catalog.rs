@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::{local, permanent, transient};
 use crate::booking::availability::{Day, Slot, slots_for};
 use crate::ledger::{Effect, FieldKind, FieldSpec, Tool, ToolCall, ToolFailure, ToolSpec};
-use crate::store::{BookingStore, Store};
+use crate::store::{BookingStore, CatalogStore, Store};
 
 /// At most this many slots go back to the model: enough to choose, short enough to read.
 const MAX_SLOTS: usize = 40;

@@ -1,0 +1,47 @@
+//! Writes a turn's replies to the outbox under keys derived from the turn, fenced by the
+//! turn's job lease.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use chrono::Utc;
+use tokio::sync::Notify;
+
+use super::{NewOutbound, OutboxKey};
+use crate::config::Secret;
+use crate::store::{OutboxStore, Store};
+use crate::turn::Turn;
+use crate::whatsapp::OutboundMessage;
+
+/// Writes a turn's replies to the outbox under keys derived from the turn.
+#[derive(Clone)]
+pub struct Replier {
+    store: Store,
+    default_token: Option<Secret>,
+    notify: Arc<Notify>,
+}
+
+impl Replier {
+    pub fn new(store: Store, default_token: Option<Secret>, notify: Arc<Notify>) -> Self {
+        Self { store, default_token, notify }
+    }
+
+    /// Queues the `seq`-th reply of the turn; a rerun with the same `seq` inserts nothing.
+    pub async fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) -> anyhow::Result<bool> {
+        let local = turn.tenant.access_token.is_none() && self.default_token.is_none();
+        let new = NewOutbound {
+            tenant: turn.tenant.id,
+            conversation: turn.conversation,
+            key: OutboxKey::for_turn(turn.id, seq),
+            recipient: turn.recipient(),
+            message,
+            local,
+            written_by: Some(turn.lease.clone()),
+        };
+        let inserted = self.store.enqueue_outbound(&new, Utc::now()).await.context("failed to queue a reply")?;
+        if inserted.is_some() && !local {
+            self.notify.notify_one();
+        }
+        Ok(inserted.is_some())
+    }
+}

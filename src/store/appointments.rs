@@ -1,0 +1,390 @@
+//! Appointments. The overlap rule between professionals' appointments lives in the schema (see
+//! the migrations); this file turns its violation into [`BookingError::SlotTaken`].
+//!
+//! Each write may carry the ledger row it settles ([`SettleWith`]): the row's fence is checked
+//! first (locking the row on PostgreSQL), then the effect, the supersession of every row that
+//! described the appointment before, and the outcome commit in one transaction. A crash leaves
+//! the effect and its outcome together or neither; a worker that lost the row writes nothing.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
+use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use crate::booking::{Appointment, BookingError};
+use crate::domain::{Cents, ContactId, TenantId};
+use crate::ledger::{Fence, LedgerKey};
+
+/// A new appointment.
+#[derive(Debug, Clone)]
+pub struct NewAppointment<'a> {
+    pub tenant: TenantId,
+    pub contact: ContactId,
+    pub service_id: i64,
+    pub professional_id: i64,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub price: Cents,
+    /// The ledger key of the call that books it: a re-run finds the same row.
+    pub key: &'a LedgerKey,
+    /// Books even when the customer has another appointment at that time (a merchant's
+    /// deliberate choice); a customer's own request never does.
+    pub allow_customer_overlap: bool,
+}
+
+/// The ledger row an appointment write settles in its own transaction, and the result it
+/// stores there.
+pub struct SettleWith<'a> {
+    pub fence: Fence,
+    pub render: &'a (dyn Fn(&Appointment) -> Value + Send + Sync),
+}
+
+/// A move of an appointment to a new block, keyed from then on by `key` (the create key of
+/// the new slot).
+#[derive(Debug, Clone)]
+pub struct Move<'a> {
+    pub tenant: TenantId,
+    pub contact: ContactId,
+    pub id: i64,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub key: &'a LedgerKey,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait BookingStore {
+    /// Active appointments of the tenant's professionals overlapping `[from, to)`.
+    async fn busy_blocks(
+        &self,
+        tenant: TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Vec<(i64, DateTime<Utc>, DateTime<Utc>)>>;
+    /// Books, or returns the appointment this key already booked.
+    async fn insert_appointment(
+        &self,
+        new: &NewAppointment<'_>,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError>;
+    async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>>;
+    /// The appointment a ledger key describes, if any.
+    async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>>;
+    /// Cancels the customer's active appointment that has not started, releasing every ledger
+    /// row that described it; `NotFound` if the customer has no such appointment.
+    async fn cancel_appointment(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        id: i64,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError>;
+    /// Moves the customer's active appointment that has not started, releasing every ledger
+    /// row that described it; `NotFound` if there is no such appointment.
+    async fn move_appointment(
+        &self,
+        to: &Move<'_>,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError>;
+    /// The customer's active appointments starting at or after `from`.
+    async fn upcoming_appointments(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        from: DateTime<Utc>,
+    ) -> StoreResult<Vec<Appointment>>;
+    async fn count_active_appointments(&self, tenant: TenantId) -> StoreResult<i64>;
+}
+
+/// The columns of [`Appointment`], for `SELECT` and `RETURNING`.
+macro_rules! appointment_columns {
+    () => {
+        "id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents"
+    };
+}
+
+/// What a ledger row settled with an appointment write is about.
+fn subject(id: i64) -> String {
+    format!("appointment:{id}")
+}
+
+fn overlap_or(e: sqlx::Error) -> BookingError {
+    if let sqlx::Error::Database(db) = &e
+        && (db.code().as_deref() == Some("23P01") || db.message().contains("appointment_overlap"))
+    {
+        return BookingError::SlotTaken;
+    }
+    BookingError::Store(e.into())
+}
+
+fn db(e: sqlx::Error) -> BookingError {
+    BookingError::Store(StoreError::from(e))
+}
+
+/// Runs `$body` (which yields the written appointment) inside a write transaction fenced by
+/// `$settle`, then settles the ledger row with it and commits.
+macro_rules! fenced_write {
+    ($store:expr, $tenant:expr, $settle:expr, $now:expr, |$tx:ident, $pool:ident| $body:expr) => {
+        writing!($store, $pool => {
+            let mut $tx = $pool.begin_write().await.map_err(db)?;
+            if let Some(settle) = $settle
+                && !hold_fence!($tx, $tenant, settle.fence).map_err(db)?
+            {
+                return Err(BookingError::Fenced);
+            }
+            let appointment: Appointment = $body;
+            if let Some(settle) = $settle {
+                let result = (settle.render)(&appointment);
+                let settled = settle_in_tx!($tx, $tenant, settle.fence, &subject(appointment.id), &result, $now)
+                    .map_err(db)?;
+                if !settled {
+                    return Err(BookingError::Fenced);
+                }
+            }
+            $tx.commit().await.map_err(db)?;
+            Ok(appointment)
+        })
+    };
+}
+
+/// The customer's active appointment `id`, locked for the rest of the transaction on
+/// PostgreSQL; `NotFound` when it is not theirs or not active, `AlreadyStarted` when it began.
+macro_rules! active_appointment {
+    ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $now:expr) => {{
+        let sql = $pool.pick(
+            concat!(
+                "SELECT ",
+                appointment_columns!(),
+                " FROM appointments
+                     WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')"
+            ),
+            concat!(
+                "SELECT ",
+                appointment_columns!(),
+                " FROM appointments
+                     WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')
+                     FOR UPDATE"
+            ),
+        );
+        let current: Option<Appointment> = sqlx::query_as(sql)
+            .bind($tenant.0)
+            .bind($contact.0)
+            .bind($id)
+            .fetch_optional(&mut *$tx)
+            .await
+            .map_err(db)?;
+        match current {
+            None => return Err(BookingError::NotFound(format!("active booking {}", $id))),
+            Some(a) if a.starts_at <= $now => return Err(BookingError::AlreadyStarted(Box::new(a))),
+            Some(a) => a,
+        }
+    }};
+}
+
+impl BookingStore for Store {
+    async fn busy_blocks(
+        &self,
+        tenant: TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Vec<(i64, DateTime<Utc>, DateTime<Utc>)>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT professional_id, starts_at, ends_at FROM appointments
+                 WHERE tenant_id = $1 AND status IN ('held', 'confirmed') AND starts_at < $3 AND ends_at > $2",
+            )
+            .bind(tenant.0)
+            .bind(from)
+            .bind(to)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn insert_appointment(
+        &self,
+        new: &NewAppointment<'_>,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError> {
+        fenced_write!(self, new.tenant, settle, now, |tx, pool| {
+            if !new.allow_customer_overlap {
+                let own: Option<Appointment> = sqlx::query_as(concat!(
+                    "SELECT ",
+                    appointment_columns!(),
+                    " FROM appointments
+                     WHERE tenant_id = $1 AND contact_id = $2 AND status IN ('held', 'confirmed')
+                       AND starts_at < $4 AND ends_at > $3
+                       AND (idempotency_key IS NULL OR idempotency_key <> $5)
+                     ORDER BY starts_at LIMIT 1"
+                ))
+                .bind(new.tenant.0)
+                .bind(new.contact.0)
+                .bind(new.starts_at)
+                .bind(new.ends_at)
+                .bind(new.key.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(db)?;
+                if let Some(own) = own {
+                    return Err(BookingError::CustomerOverlap(Box::new(own)));
+                }
+            }
+            let inserted: Option<Appointment> = sqlx::query_as(concat!(
+                "INSERT INTO appointments (tenant_id, contact_id, service_id, professional_id, starts_at, ends_at, status,
+                                           price_cents, idempotency_key, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', $7, $8, $9, $9)
+                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                 RETURNING ", appointment_columns!()
+            ))
+            .bind(new.tenant.0)
+            .bind(new.contact.0)
+            .bind(new.service_id)
+            .bind(new.professional_id)
+            .bind(new.starts_at)
+            .bind(new.ends_at)
+            .bind(new.price.0)
+            .bind(new.key.as_str())
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(overlap_or)?;
+            match inserted {
+                Some(a) => a,
+                None => sqlx::query_as(concat!(
+                    "SELECT ",
+                    appointment_columns!(),
+                    " FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"
+                ))
+                .bind(new.tenant.0)
+                .bind(new.key.as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db)?,
+            }
+        })
+    }
+
+    async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND id = $2"))
+                .bind(tenant.0)
+                .bind(id)
+                .fetch_optional(pool)
+                .await
+        })?)
+    }
+
+    async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"
+            ))
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn cancel_appointment(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        id: i64,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError> {
+        fenced_write!(self, tenant, settle, now, |tx, pool| {
+            active_appointment!(tx, pool, tenant, contact, id, now);
+            let key: Option<String> =
+                sqlx::query_scalar("SELECT idempotency_key FROM appointments WHERE tenant_id = $1 AND id = $2")
+                    .bind(tenant.0)
+                    .bind(id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            // Every call that booked or moved it no longer holds: a repeat runs again instead
+            // of being told "already booked", and the slot's key is free.
+            supersede_subject!(tx, tenant, &subject(id), key.as_deref(), settle.map(|s| s.fence), now).map_err(db)?;
+            sqlx::query_as(concat!(
+                "UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
+                 WHERE tenant_id = $2 AND id = $3 RETURNING ",
+                appointment_columns!()
+            ))
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db)?
+        })
+    }
+
+    async fn move_appointment(
+        &self,
+        to: &Move<'_>,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError> {
+        fenced_write!(self, to.tenant, settle, now, |tx, pool| {
+            active_appointment!(tx, pool, to.tenant, to.contact, to.id, now);
+            let key: Option<String> =
+                sqlx::query_scalar("SELECT idempotency_key FROM appointments WHERE tenant_id = $1 AND id = $2")
+                    .bind(to.tenant.0)
+                    .bind(to.id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            // The create key of the old slot and earlier moves no longer describe it; from now
+            // on it is keyed by its new slot, so asking to book that slot finds it.
+            supersede_subject!(tx, to.tenant, &subject(to.id), key.as_deref(), settle.map(|s| s.fence), now)
+                .map_err(db)?;
+            sqlx::query_as(concat!(
+                "UPDATE appointments SET starts_at = $1, ends_at = $2, idempotency_key = $3, updated_at = $4
+                 WHERE tenant_id = $5 AND id = $6 RETURNING ",
+                appointment_columns!()
+            ))
+            .bind(to.starts_at)
+            .bind(to.ends_at)
+            .bind(to.key.as_str())
+            .bind(now)
+            .bind(to.tenant.0)
+            .bind(to.id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(overlap_or)?
+        })
+    }
+
+    async fn upcoming_appointments(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        from: DateTime<Utc>,
+    ) -> StoreResult<Vec<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", appointment_columns!(), " FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND status IN ('held', 'confirmed') AND starts_at >= $3
+                 ORDER BY starts_at"
+            ))
+            .bind(tenant.0)
+            .bind(contact.0)
+            .bind(from)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn count_active_appointments(&self, tenant: TenantId) -> StoreResult<i64> {
+        Ok(reading!(self, pool => {
+            sqlx::query_scalar("SELECT COUNT(*) FROM appointments WHERE tenant_id = $1 AND status IN ('held', 'confirmed')")
+                .bind(tenant.0)
+                .fetch_one(pool)
+                .await
+        })?)
+    }
+}
