@@ -1,13 +1,13 @@
 //! The model-driven turn end to end: webhook in, a loopback Anthropic server deciding, tools
 //! through the executor, the reply in the outbox. Both databases.
 
-use balcao::store::{BookingStore, HistoryStore, OutboxStore};
+use balcao::store::{BookingStore, HistoryStore, JobStore, OutboxStore};
 use chrono::{Datelike, TimeDelta, Utc, Weekday};
 use serde_json::{Value, json};
 
 use crate::common::{TestApp, TestDb, test_config};
 use crate::contract;
-use crate::llm::{FakeModel, Reply, ok, status};
+use crate::fake_model::{FakeModel, Reply, ok, says, status, tool_use};
 use crate::payloads::{bytes, text_payload};
 use crate::scenario::Scenario;
 
@@ -18,18 +18,6 @@ fn slot() -> String {
         day = day.succ_opt().unwrap();
     }
     format!("{day}T14:00:00-03:00")
-}
-
-fn tool_use(calls: &[(&str, &str, Value)]) -> Reply {
-    let content: Vec<Value> = calls
-        .iter()
-        .map(|(id, name, input)| json!({ "type": "tool_use", "id": id, "name": name, "input": input }))
-        .collect();
-    ok(json!({ "content": content, "stop_reason": "tool_use", "usage": { "input_tokens": 1, "output_tokens": 1 } }))
-}
-
-fn says(text: &str) -> Reply {
-    ok(json!({ "content": [{ "type": "text", "text": text }], "stop_reason": "end_turn", "usage": {} }))
 }
 
 async fn agent_app(db: &TestDb, fake: &FakeModel, extra: &[(&str, &str)]) -> (Scenario, TestApp) {
@@ -337,5 +325,11 @@ contract!(an_empty_answer_does_not_poison_the_history, |db| async move {
         assert!(m["content"].as_array().is_none_or(|c| !c.is_empty()), "empty message sent: {m}");
     }
     assert_eq!(messages[3]["role"], "assistant", "the turn was closed with the reply actually sent");
-    let _ = db.store.turn_recorded(s.tenant.id, balcao::domain::JobId(1)).await.unwrap();
+    // Both turns were recorded, each under its own job.
+    let conversation = db.store.list_outbound(s.tenant.id).await.unwrap()[0].conversation_id;
+    let jobs = db.store.jobs_of_conversation(s.tenant.id, balcao::domain::ConversationId(conversation)).await.unwrap();
+    assert_eq!(jobs.len(), 2);
+    for job in jobs {
+        assert!(db.store.turn_recorded(s.tenant.id, balcao::domain::JobId(job.id)).await.unwrap(), "turn {}", job.id);
+    }
 });

@@ -409,7 +409,8 @@ contract!(keys_ignore_formatting_order_and_tool_use_id, |db| async move {
     let key =
         db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap()[0].idempotency_key.clone();
     assert!(key.starts_with("create_booking/v1/"), "{key}");
-    let _ = LedgerKey::from_stored(key);
+    let stored = db.store.execution(s.tenant.id, &LedgerKey::from_stored(key)).await.unwrap();
+    assert_eq!(stored.map(|r| r.status), Some("succeeded".to_owned()), "the stored key finds its row");
 });
 
 contract!(bad_input_is_refused_and_nothing_runs, |db| async move {
@@ -439,4 +440,44 @@ contract!(settled_rows_are_pruned_after_retention_but_open_ones_stay, |db| async
     assert_eq!(db.store.prune_executions(now() + TimeDelta::days(31)).await.unwrap(), 1);
     let left = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
     assert_eq!(left.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(), ["outcome_unknown"]);
+});
+
+contract!(a_later_attempt_of_the_same_turn_takes_its_call_over_at_once, |db| async move {
+    // The first attempt of turn 7 reserved the key and died; its ledger lease still runs.
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let probe = Probe::new(&BUSINESS, [Behaviour::Hang]);
+    let input = json!({ "item": "corte" });
+    let in_turn = |turn: i64, attempt: i64| {
+        let mut ctx = ctx(&s, &c, "m1", "toolu_x", now() + TimeDelta::seconds(5));
+        ctx.turn = Some(balcao::domain::JobId(turn));
+        ctx.turn_attempt = Some(attempt);
+        ctx
+    };
+    let doomed = {
+        let (s2, c2, p2, input) = (s.clone(), c.clone(), probe.clone(), input.clone());
+        tokio::spawn(async move {
+            let mut ctx = ctx(&s2, &c2, "m1", "toolu_a", now());
+            ctx.turn = Some(balcao::domain::JobId(7));
+            ctx.turn_attempt = Some(1);
+            s2.executor.execute(p2.as_ref(), &ctx, &input).await.unwrap()
+        })
+    };
+    while probe.runs() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    doomed.abort();
+    // Another turn still waits for the lease; the same attempt again does too.
+    let other = s.executor.execute(probe.as_ref(), &in_turn(8, 1), &input).await.unwrap();
+    assert_eq!(other, Outcome::AlreadyInProgress);
+    let same = s.executor.execute(probe.as_ref(), &in_turn(7, 1), &input).await.unwrap();
+    assert_eq!(same, Outcome::AlreadyInProgress);
+    // The retry of turn 7 takes over at once and is told the earlier attempt's state.
+    let retried = s.executor.execute(probe.as_ref(), &in_turn(7, 2), &input).await.unwrap();
+    assert!(matches!(&retried, Outcome::Executed(v) if v["generation"] == 2), "{retried:?}");
+    let attempts = probe.attempts.lock().unwrap().clone();
+    assert_eq!((attempts[1].generation, attempts[1].previous), (2, Some(LedgerState::Running)));
+    assert_eq!(probe.effects(), 1);
+    let stored = row(db, &s, &c).await;
+    assert_eq!((stored.status.as_str(), stored.turn_attempt), ("succeeded", Some(2)));
 });

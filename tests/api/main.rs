@@ -4,6 +4,7 @@
 
 mod common;
 mod fake_graph;
+mod fake_model;
 
 mod agent;
 mod booking;
@@ -11,6 +12,7 @@ mod chat;
 mod cli;
 mod concurrency;
 mod guided;
+mod hardening;
 mod jobs;
 mod ledger;
 mod llm;
