@@ -86,6 +86,7 @@ impl Worker {
 
     /// `run_next` as if the clock read `now` (time moves on from there as it really does).
     pub async fn run_next_at(&self, now: DateTime<Utc>) -> anyhow::Result<RunOutcome> {
+        let now = self.store.db_time(now);
         let clock = Clock::starting_at(now);
         let Some(job) = self
             .store
@@ -191,6 +192,7 @@ impl Worker {
     }
 
     pub async fn maintain_at(&self, now: DateTime<Utc>) -> anyhow::Result<()> {
+        let now = self.store.db_time(now);
         for (job, state) in self.store.reap_expired(now).await? {
             match state {
                 JobState::Dead => {

@@ -204,7 +204,9 @@ impl Executor {
         let fingerprint = fingerprint(&args);
         let arguments = args.to_value();
         let tenant = ctx.tenant.id;
-        let lease_until = ctx.now + to_delta(self.lease);
+        // Leases are on the database's clock (see `Store::db_time`); the handler keeps `ctx.now`.
+        let now = self.store.db_time(ctx.now);
+        let lease_until = now + to_delta(self.lease);
 
         for _ in 0..MAX_DECISION_ROUNDS {
             let new = NewExecution {
@@ -219,15 +221,15 @@ impl Executor {
                 tool_use_id: ctx.tool_use_id,
                 turn_attempt: ctx.turn_attempt,
             };
-            let row = match self.store.reserve_execution(&new, ctx.now, lease_until).await? {
+            let row = match self.store.reserve_execution(&new, now, lease_until).await? {
                 Reservation::Fresh(id) => {
                     tracing::info!(tool = spec.name, %key, "executing");
                     let attempt = Attempt { execution: id, generation: 1, previous: None };
-                    return self.hold_and_run(tool, ctx, &args, &key, attempt).await;
+                    return self.hold_and_run(tool, ctx, &args, &key, attempt, now).await;
                 }
                 Reservation::Repeat(row) => *row,
             };
-            match decide(&row, &fingerprint, ctx, on_conflict) {
+            match decide(&row, &fingerprint, ctx, now, on_conflict) {
                 Decision::Replay(outcome) => {
                     tracing::info!(tool = spec.name, %key, status = %row.status, "repeat answered from the ledger");
                     return Ok(outcome);
@@ -242,10 +244,10 @@ impl Executor {
                         turn: ctx.turn,
                         turn_attempt: ctx.turn_attempt,
                     };
-                    if let Some(generation) = self.store.take_over_execution(&takeover, ctx.now, lease_until).await? {
+                    if let Some(generation) = self.store.take_over_execution(&takeover, now, lease_until).await? {
                         tracing::warn!(tool = spec.name, %key, generation, previous = %row.status, "took over");
                         let attempt = Attempt { execution: row.id, generation, previous: row.state() };
-                        return self.hold_and_run(tool, ctx, &args, &key, attempt).await;
+                        return self.hold_and_run(tool, ctx, &args, &key, attempt, now).await;
                     }
                 }
             }
@@ -262,14 +264,15 @@ impl Executor {
         args: &NormalizedArgs,
         key: &LedgerKey,
         attempt: Attempt,
+        now: DateTime<Utc>,
     ) -> anyhow::Result<Outcome> {
         let id = attempt.execution;
         let started = Instant::now();
-        let clock = || ctx.now + to_delta(started.elapsed());
+        let clock = || now + to_delta(started.elapsed());
         let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt) };
         let tenant = ctx.tenant.id;
         let renew = async {
-            let mut held_until = ctx.now + to_delta(self.lease);
+            let mut held_until = now + to_delta(self.lease);
             loop {
                 tokio::time::sleep(self.lease / 3).await;
                 let now = clock();
@@ -340,7 +343,13 @@ impl Executor {
     }
 }
 
-fn decide(row: &ExecutionRecord, fingerprint: &str, ctx: &CallContext<'_>, hint: &'static str) -> Decision {
+fn decide(
+    row: &ExecutionRecord,
+    fingerprint: &str,
+    ctx: &CallContext<'_>,
+    now: DateTime<Utc>,
+    hint: &'static str,
+) -> Decision {
     let state = row.state();
     let same = row.fingerprint == fingerprint;
     // A failure left nothing behind, so a changed request may take its place (a corrected
@@ -372,7 +381,7 @@ fn decide(row: &ExecutionRecord, fingerprint: &str, ctx: &CallContext<'_>, hint:
             details: row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null),
         }),
         Some(LedgerState::Running)
-            if row.locked_until.is_some_and(|until| until > ctx.now) && !earlier_attempt_of_this_turn(row, ctx) =>
+            if row.locked_until.is_some_and(|until| until > now) && !earlier_attempt_of_this_turn(row, ctx) =>
         {
             Decision::Replay(Outcome::AlreadyInProgress)
         }

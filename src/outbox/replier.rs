@@ -38,7 +38,11 @@ impl Replier {
             local,
             written_by: Some(turn.lease.clone()),
         };
-        let inserted = self.store.enqueue_outbound(&new, Utc::now()).await.context("failed to queue a reply")?;
+        let inserted = self
+            .store
+            .enqueue_outbound(&new, self.store.db_time(Utc::now()))
+            .await
+            .context("failed to queue a reply")?;
         if inserted.is_some() && !local {
             self.notify.notify_one();
         }

@@ -7,6 +7,9 @@
 //!   reads first fails with `SQLITE_BUSY_SNAPSHOT` under concurrency), PostgreSQL claims use
 //!   `FOR UPDATE SKIP LOCKED`.
 //! - Every timestamp is bound from Rust, never SQL-side `now()`: SQLite compares them as text.
+//!   Instants that leases are measured from are first put on the database's clock
+//!   ([`Store::db_time`]), so on PostgreSQL leases, reaping and takeovers follow the database's
+//!   clock, not each server's.
 //! - Every query names the tenant it works for.
 //! - Each method is one complete unit of work with its transaction inside.
 
@@ -20,7 +23,11 @@ mod outbox;
 mod tenants;
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -44,6 +51,8 @@ static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations
 const SQLITE_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// SQLite waits this long for the single writer before giving up with `database is locked`.
 const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The database clock is read again this often: clocks drift, and NTP steps them.
+const CLOCK_SYNC_EVERY: Duration = Duration::from_secs(60);
 /// A pool that cannot hand out a connection for this long is a failure, not a queue.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -81,6 +90,16 @@ pub enum Pool {
 #[derive(Clone, Debug)]
 pub struct Store {
     pub(crate) pool: Pool,
+    clock: Arc<DbClock>,
+}
+
+/// How far the database's clock is ahead of this server's. Leases are compared across server
+/// instances, so every instant a lease is measured from is first put on the database's clock
+/// ([`Store::db_time`]): skew between servers then cannot expire a live lease early or keep a
+/// dead one late. SQLite lives on one machine with one clock: its skew is zero.
+#[derive(Debug, Default)]
+struct DbClock {
+    skew_micros: AtomicI64,
 }
 
 /// Runs a read-only body against the store's reading pool. The body is type-checked once per
@@ -176,7 +195,7 @@ impl Store {
             .connect_with(options)
             .await?;
         tokio::spawn(checkpoint_wal(read.clone()));
-        Ok(Self { pool: Pool::Sqlite { read, write } })
+        Ok(Self { pool: Pool::Sqlite { read, write }, clock: Arc::default() })
     }
 
     pub async fn connect_postgres(options: PgConnectOptions, max_connections: u32) -> StoreResult<Self> {
@@ -185,7 +204,35 @@ impl Store {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
-        Ok(Self { pool: Pool::Postgres(pool) })
+        let store = Self { pool: Pool::Postgres(pool), clock: Arc::default() };
+        store.sync_clock().await?;
+        tokio::spawn(resync_clock(store.clone()));
+        Ok(store)
+    }
+
+    /// Instant `t` of this server's clock, on the database's clock.
+    pub fn db_time(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+        t + TimeDelta::microseconds(self.clock.skew_micros.load(Ordering::Relaxed))
+    }
+
+    /// Measures the database clock against this server's; returns the skew.
+    pub async fn sync_clock(&self) -> StoreResult<TimeDelta> {
+        self.sync_clock_with(Utc::now).await
+    }
+
+    /// [`Self::sync_clock`] against the clock `local` (tests stand in for a server whose clock
+    /// is off).
+    pub async fn sync_clock_with(&self, local: impl Fn() -> DateTime<Utc>) -> StoreResult<TimeDelta> {
+        let Pool::Postgres(pool) = &self.pool else {
+            return Ok(TimeDelta::zero());
+        };
+        let before = local();
+        let db: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(pool).await?;
+        let after = local();
+        // The database read its clock somewhere within the round trip: take the middle.
+        let skew = db - (before + (after - before) / 2);
+        self.clock.skew_micros.store(skew.num_microseconds().unwrap_or(0), Ordering::Relaxed);
+        Ok(skew)
     }
 
     pub fn backend(&self) -> &'static str {
@@ -225,6 +272,19 @@ impl Store {
                 write.close().await;
             }
             Pool::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+/// Reads the database clock again every [`CLOCK_SYNC_EVERY`] until the pool closes.
+async fn resync_clock(store: Store) {
+    let Pool::Postgres(pool) = &store.pool else { return };
+    while !pool.is_closed() {
+        tokio::time::sleep(CLOCK_SYNC_EVERY).await;
+        if let Err(e) = store.sync_clock().await
+            && !pool.is_closed()
+        {
+            tracing::warn!(error = %e, "reading the database clock failed; keeping the last skew");
         }
     }
 }

@@ -425,3 +425,51 @@ contract!(a_paused_worker_resumed_after_its_lease_leaves_one_reply_and_a_well_fo
     let RunOutcome::Completed(turn) = by_b else { unreachable!() };
     assert_history_well_formed(db, &s, turn).await;
 });
+
+/// Counts its runs; waits to be released before finishing.
+struct Held {
+    runs: AtomicUsize,
+    release: Arc<Notify>,
+}
+
+#[async_trait]
+impl TurnHandler for Held {
+    async fn handle(&self, _turn: &balcao::turn::Turn) -> anyhow::Result<()> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        self.release.notified().await;
+        Ok(())
+    }
+}
+
+/// PostgreSQL only: SQLite lives on one machine, with one clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_leases_follow_the_database_clock_not_a_skewed_server() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let tenant = db.tenant().await;
+    record(&db.store, &tenant, "wamid.skew", "5511999990001", &timing(0, 0, 5), Utc::now()).await;
+    let config = test_config("http://127.0.0.1:9", &[]);
+    let release = Arc::new(Notify::new());
+    let held = Arc::new(Held { runs: AtomicUsize::new(0), release: release.clone() });
+    let worker =
+        |id: &str, store: Store| Worker::new(id.into(), store, held.clone(), config.queue.clone(), Metrics::new());
+
+    // Server A's clock is right; it claims the turn and works on it.
+    let a = worker("a", db.store.clone());
+    let running = tokio::spawn(async move { a.run_next_at(Utc::now()).await });
+    while held.runs.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Server B's clock runs ten minutes ahead: by its own reading A's lease is long gone.
+    let ahead = TimeDelta::minutes(10);
+    let store_b = db.reopen().await;
+    let skew = store_b.sync_clock_with(|| Utc::now() + ahead).await.unwrap();
+    assert!((skew + ahead).abs() < TimeDelta::seconds(5), "measured {skew}");
+    let b = worker("b", store_b);
+    b.maintain_at(Utc::now() + ahead).await.unwrap();
+    assert_eq!(b.run_next_at(Utc::now() + ahead).await.unwrap(), RunOutcome::Empty);
+    assert_eq!(held.runs.load(Ordering::SeqCst), 1, "the turn ran once");
+
+    release.notify_one();
+    assert!(matches!(running.await.unwrap().unwrap(), RunOutcome::Completed(_)));
+    db.cleanup().await;
+}
