@@ -14,6 +14,7 @@ mod guided;
 mod jobs;
 mod ledger;
 mod llm;
+mod local_mode;
 mod outbox;
 mod payloads;
 mod pipeline;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use balcao::app::App;
+use balcao::domain::ConversationId;
 use balcao::store::{JobStore, OutboxStore};
 use balcao::turn::{Replier, Turn, TurnHandler};
 use balcao::whatsapp::OutboundMessage;
@@ -99,7 +100,13 @@ contract!(shutdown_finishes_in_flight_turns, |db| async move {
 
     // The server closed its pool on the way out; reopen to look.
     let reopened = db.reopen().await;
-    assert_eq!(reopened.list_outbound(tenant.id).await.unwrap().len(), 1);
-    let jobs = reopened.count_jobs(tenant.id).await.unwrap();
-    assert_eq!(jobs, 1);
+    let replies = reopened.list_outbound(tenant.id).await.unwrap();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(reopened.count_jobs(tenant.id).await.unwrap(), 1);
+    let jobs = reopened.jobs_of_conversation(tenant.id, ConversationId(replies[0].conversation_id)).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].state, "completed", "the in-flight turn finished: {:?}", jobs[0]);
+    assert_eq!(jobs[0].attempts, 1);
+    assert!(jobs[0].locked_by.is_none() && jobs[0].last_error.is_none(), "{:?}", jobs[0]);
+    reopened.close().await;
 });
