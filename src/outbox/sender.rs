@@ -46,6 +46,9 @@ pub struct OutboxSender {
 }
 
 impl OutboxSender {
+    // `local_mode` stays a required argument rather than a builder option defaulting to
+    // "may send", so no caller can forget it.
+    #[expect(clippy::too_many_arguments, reason = "every part is required; see above")]
     pub fn new(
         store: Store,
         client: GraphClient,
