@@ -1,5 +1,11 @@
 //! The application: HTTP edge, turn workers and outbox sender, built from a config and a
 //! store, run until a shutdown future resolves.
+//!
+//! Invariants: local mode (no WhatsApp App Secret) is decided here, at start, for the whole
+//! process: nothing is sent and every reply is stored local, whatever tenants change later.
+//! Local mode listens on a loopback address unless `BALCAO_LOCAL_MODE_PUBLIC` opts out, since
+//! its webhook secret is public. Background tasks are supervised: one that ends early is logged
+//! and restarted.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -113,8 +119,20 @@ impl App {
                  set it so webhooks are verified with the real App Secret"
             );
         }
-        if config.whatsapp.local_mode {
+        let local_mode = config.whatsapp.local_mode;
+        let loopback = config.addr.ip().is_loopback();
+        if local_mode && !loopback && !config.whatsapp.local_mode_public {
+            anyhow::bail!(
+                "local mode (WHATSAPP_APP_SECRET unset) verifies webhooks with a public development secret, \
+                 so it listens only on a loopback address, not BALCAO_ADDR={}; set WHATSAPP_APP_SECRET, \
+                 bind 127.0.0.1, or set BALCAO_LOCAL_MODE_PUBLIC=1 to accept that anyone reaching the port \
+                 can post messages",
+                config.addr
+            );
+        }
+        if local_mode {
             tracing::warn!(
+                public = !loopback,
                 "local mode: WHATSAPP_APP_SECRET is unset, webhooks are checked with the development secret and nothing is sent"
             );
         }
@@ -122,7 +140,7 @@ impl App {
         let wake_workers = Arc::new(Notify::new());
         let wake_sender = Arc::new(Notify::new());
         let default_token = config.whatsapp.access_token.clone();
-        let replier = Replier::new(store.clone(), default_token.clone(), wake_sender.clone());
+        let replier = Replier::new(store.clone(), default_token.clone(), local_mode, wake_sender.clone());
         let handler = handler(HandlerContext { store: store.clone(), replier, config: config.clone() });
         let worker = Worker::new(
             format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
@@ -142,6 +160,7 @@ impl App {
             &config.queue,
             metrics.clone(),
             wake_sender,
+            local_mode,
         );
         let state = AppState {
             store: store.clone(),
@@ -152,7 +171,7 @@ impl App {
             timing: Arc::new(TurnTiming::from_config(&config.queue)),
             wake_workers: wake_workers.clone(),
             admin_token: config.admin_token.clone(),
-            sending_enabled: config.whatsapp.access_token.is_some(),
+            simulator_open: local_mode && loopback,
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
@@ -191,7 +210,11 @@ impl App {
         let stop = CancellationToken::new();
         let pool = with_workers.then(|| {
             let mut pool = WorkerPool::start(&self.worker, self.wake_workers.clone(), stop.clone());
-            pool.spawn(self.sender.clone().run(self.config.queue.poll_interval, stop.clone()));
+            // Local mode sends nothing, so it needs no sender (which would refuse anyway).
+            if !self.config.whatsapp.local_mode {
+                let (sender, poll, stop) = (self.sender.clone(), self.config.queue.poll_interval, stop.clone());
+                pool.spawn("outbox-sender".to_owned(), move || sender.clone().run(poll, stop.clone()));
+            }
             pool
         });
         tracing::info!(addr = %self.listener.local_addr()?, backend = self.store.backend(), "balcão is listening");

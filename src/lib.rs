@@ -27,6 +27,7 @@ pub mod messages;
 pub mod metrics;
 pub mod outbox;
 pub mod store;
+pub mod supervise;
 pub mod telemetry;
 pub mod tenant;
 pub mod turn;

@@ -40,10 +40,10 @@ pub struct AppState {
     pub timing: Arc<TurnTiming>,
     /// Wakes idle workers after a message is stored.
     pub wake_workers: Arc<Notify>,
-    /// Opens the simulator API when sending is enabled.
+    /// Opens the simulator API to its bearer (constant-time comparison).
     pub admin_token: Option<Secret>,
-    /// True when a global access token is configured (real WhatsApp traffic).
-    pub sending_enabled: bool,
+    /// The simulator API is open to anyone: only in local mode on a loopback address.
+    pub simulator_open: bool,
 }
 
 pub fn router(state: AppState) -> Router {

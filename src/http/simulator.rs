@@ -1,7 +1,10 @@
 //! `/simulator/api`: what `balcao chat` (and the web simulator) need to play a customer
-//! without a WhatsApp account. Open only in local mode (no access token, nothing is sent) or
-//! to callers with `BALCAO_ADMIN_TOKEN`. Messages themselves go in through the signed webhook,
-//! like WhatsApp's.
+//! without a WhatsApp account. Messages themselves go in through the signed webhook, like
+//! WhatsApp's.
+//!
+//! Invariant: it shows customers' conversations, so it is open to anyone only in local mode
+//! (no App Secret, nothing is sent) on a loopback address; otherwise only to callers presenting
+//! `BALCAO_ADMIN_TOKEN`, whatever access tokens are or are not configured.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -18,9 +21,9 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     let presented = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
     match (&state.admin_token, presented) {
         (Some(token), Some(p)) if bool::from(p.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
+        _ if state.simulator_open => Ok(()),
         (Some(_), _) => Err(ApiError::Unauthorized),
-        (None, _) if state.sending_enabled => Err(ApiError::Forbidden),
-        (None, _) => Ok(()),
+        (None, _) => Err(ApiError::Forbidden),
     }
 }
 

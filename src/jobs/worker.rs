@@ -15,6 +15,7 @@ use crate::config::QueueConfig;
 use crate::domain::JobId;
 use crate::metrics::Metrics;
 use crate::store::{InboundStore, JobStore, LedgerStore, Store, TenantStore};
+use crate::supervise::{RESTART_DELAY, supervise};
 use crate::turn::{Turn, TurnHandler};
 
 /// How often a pool runs maintenance (reap expired leases, prune finished jobs) at most.
@@ -220,6 +221,20 @@ impl Worker {
         Ok(())
     }
 
+    /// Maintenance every half lease (at most every `MAINTENANCE_MAX_INTERVAL`) until `stop`.
+    async fn maintain_until(self, stop: CancellationToken) {
+        let every = (self.config.lease / 2).min(MAINTENANCE_MAX_INTERVAL);
+        while !stop.is_cancelled() {
+            if let Err(e) = self.maintain().await {
+                tracing::error!(error = format!("{e:#}"), "queue maintenance failed");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                () = stop.cancelled() => {}
+            }
+        }
+    }
+
     async fn run(self, wake: Arc<Notify>, shutdown: CancellationToken) {
         while !shutdown.is_cancelled() {
             match self.run_next().await {
@@ -236,7 +251,8 @@ impl Worker {
     }
 }
 
-/// N workers and a maintenance task, stopped together.
+/// N workers and a maintenance task, stopped together; each is supervised (restarted when it
+/// panics or returns before shutdown).
 pub struct WorkerPool {
     tasks: JoinSet<()>,
     shutdown: CancellationToken,
@@ -244,32 +260,27 @@ pub struct WorkerPool {
 
 impl WorkerPool {
     pub fn start(template: &Worker, wake: Arc<Notify>, shutdown: CancellationToken) -> Self {
-        let mut tasks = JoinSet::new();
+        let mut pool = Self { tasks: JoinSet::new(), shutdown: shutdown.clone() };
         for i in 0..template.config.workers {
             let mut worker = template.clone();
             worker.id = format!("{}-{i}", template.id);
-            tasks.spawn(worker.run(wake.clone(), shutdown.clone()));
+            let (wake, stop) = (wake.clone(), shutdown.clone());
+            pool.spawn(format!("worker-{i}"), move || worker.clone().run(wake.clone(), stop.clone()));
         }
         let maintainer = template.clone();
-        let stop = shutdown.clone();
-        tasks.spawn(async move {
-            let every = (maintainer.config.lease / 2).min(MAINTENANCE_MAX_INTERVAL);
-            while !stop.is_cancelled() {
-                if let Err(e) = maintainer.maintain().await {
-                    tracing::error!(error = format!("{e:#}"), "queue maintenance failed");
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(every) => {}
-                    () = stop.cancelled() => {}
-                }
-            }
-        });
-        Self { tasks, shutdown }
+        pool.spawn("queue-maintenance".to_owned(), move || maintainer.clone().maintain_until(shutdown.clone()));
+        pool
     }
 
-    /// Adds a task that stops with the pool (the outbox sender).
-    pub fn spawn(&mut self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        self.tasks.spawn(task);
+    /// Adds a supervised task that stops with the pool (the outbox sender); `start` builds a
+    /// fresh instance for every (re)start.
+    pub fn spawn<F, Fut>(&mut self, name: String, start: F)
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let shutdown = self.shutdown.clone();
+        self.tasks.spawn(async move { supervise(&name, RESTART_DELAY, shutdown, start).await });
     }
 
     /// Stops claiming and waits for in-flight turns up to `deadline`; turns still running

@@ -10,7 +10,8 @@
 //!   `unknown`: a status webhook carrying the key resolves it, and it is sent again only when no
 //!   such webhook arrived within the grace period;
 //! - status webhooks move a row forward only (sent < delivered < read; failed is terminal);
-//! - without an access token, rows are written `local` and never sent (the simulator shows them);
+//! - in local mode (fixed at start), or without an access token, rows are written `local` and
+//!   never sent (the simulator shows them); in local mode the sender claims nothing at all;
 //! - a turn's reply is written only while the turn's job lease holds (checked in the insert's
 //!   transaction), so a worker that lost its lease cannot send an outdated answer.
 

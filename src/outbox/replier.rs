@@ -18,17 +18,21 @@ use crate::whatsapp::OutboundMessage;
 pub struct Replier {
     store: Store,
     default_token: Option<Secret>,
+    /// The process-wide local mode, fixed at start: a token a tenant gains later never makes
+    /// a local-mode server (whose webhook secret is public) send.
+    local_mode: bool,
     notify: Arc<Notify>,
 }
 
 impl Replier {
-    pub fn new(store: Store, default_token: Option<Secret>, notify: Arc<Notify>) -> Self {
-        Self { store, default_token, notify }
+    pub fn new(store: Store, default_token: Option<Secret>, local_mode: bool, notify: Arc<Notify>) -> Self {
+        Self { store, default_token, local_mode, notify }
     }
 
     /// Queues the `seq`-th reply of the turn; a rerun with the same `seq` inserts nothing.
     pub async fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) -> anyhow::Result<bool> {
-        let local = turn.tenant.access_token.is_none() && self.default_token.is_none();
+        // Outside local mode, a reply without any token to send it with also stays local.
+        let local = self.local_mode || (turn.tenant.access_token.is_none() && self.default_token.is_none());
         let new = NewOutbound {
             tenant: turn.tenant.id,
             conversation: turn.conversation,

@@ -40,9 +40,15 @@ pub struct OutboxSender {
     backoff: Backoff,
     metrics: Metrics,
     notify: Arc<Notify>,
+    /// Local mode (decided at start): claim and send nothing, not even rows queued for sending
+    /// by an earlier run outside local mode.
+    local_mode: bool,
 }
 
 impl OutboxSender {
+    // `local_mode` stays a required argument rather than a builder option defaulting to
+    // "may send", so no caller can forget it.
+    #[expect(clippy::too_many_arguments, reason = "every part is required; see above")]
     pub fn new(
         store: Store,
         client: GraphClient,
@@ -51,9 +57,10 @@ impl OutboxSender {
         queue: &QueueConfig,
         metrics: Metrics,
         notify: Arc<Notify>,
+        local_mode: bool,
     ) -> Self {
         let backoff = Backoff { base: queue.backoff_base, max: queue.backoff_max };
-        Self { store, client, default_token, config, backoff, metrics, notify }
+        Self { store, client, default_token, config, backoff, metrics, notify, local_mode }
     }
 
     /// Claims and sends one due row.
@@ -63,6 +70,9 @@ impl OutboxSender {
 
     /// `send_next` as if the clock read `now` (for tests of the grace period).
     pub async fn send_next_at(&self, now: DateTime<Utc>) -> anyhow::Result<SendOutcome> {
+        if self.local_mode {
+            return Ok(SendOutcome::Empty);
+        }
         let grace_until = now + to_delta(self.config.grace);
         let Some(claimed) =
             self.store.claim_outbound(now, grace_until).await.context("failed to claim an outbox row")?

@@ -5,17 +5,18 @@ use std::io::Cursor;
 
 use balcao::app::App;
 use balcao::chat::ChatSession;
-use balcao::config::Secret;
+use balcao::config::{LOCAL_DEV_APP_SECRET, Secret};
 use tokio::sync::oneshot;
 
-use crate::common::{APP_SECRET, TestApp, test_config};
+use crate::common::{TestApp, local_test_config, test_config};
 use crate::contract;
 use crate::scenario::Scenario;
 
 contract!(a_customer_chats_through_the_menu_from_the_terminal, |db| async move {
     Scenario::new(db).await;
-    let mut config = test_config("http://127.0.0.1:9", &[("BALCAO_DEBOUNCE_MS", "0"), ("BALCAO_DEBOUNCE_MAX_MS", "0")]);
-    config.whatsapp.access_token = None;
+    // Local mode, as `cargo run` starts it: the simulator API is open on loopback.
+    let config =
+        local_test_config("http://127.0.0.1:9", &[("BALCAO_DEBOUNCE_MS", "0"), ("BALCAO_DEBOUNCE_MAX_MS", "0")]);
     let app = App::build(config, db.store.clone()).await.unwrap();
     let url = format!("http://{}", app.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -27,7 +28,7 @@ contract!(a_customer_chats_through_the_menu_from_the_terminal, |db| async move {
         slug: "barbearia".into(),
         from: "+5511988880000".into(),
         name: "Ana".into(),
-        secret: Secret::new(APP_SECRET),
+        secret: Secret::new(LOCAL_DEV_APP_SECRET),
         admin_token: None,
     };
     let mut out = Vec::new();
@@ -41,19 +42,24 @@ contract!(a_customer_chats_through_the_menu_from_the_terminal, |db| async move {
     server.await.unwrap().unwrap();
 });
 
+const TENANT_PATH: &str = "/simulator/api/tenants/barbearia";
+const OUTBOX_PATH: &str = "/simulator/api/tenants/barbearia/outbox?wa_id=%2B5511988880000";
+
+async fn status(app: &TestApp, path: &str, bearer: Option<&str>) -> u16 {
+    let mut request = app.http.get(format!("{}{path}", app.url));
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
 contract!(the_simulator_api_is_closed_when_whatsapp_is_live, |db| async move {
     Scenario::new(db).await;
     let live = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
-    assert_eq!(live.get("/simulator/api/tenants/barbearia").await.status(), 403);
+    assert_eq!(live.get(TENANT_PATH).await.status(), 403);
     let admin = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[("BALCAO_ADMIN_TOKEN", "let-me-in")])).await;
-    assert_eq!(admin.get("/simulator/api/tenants/barbearia").await.status(), 401);
-    let ok = admin
-        .http
-        .get(format!("{}/simulator/api/tenants/barbearia", admin.url))
-        .bearer_auth("let-me-in")
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(admin.get(TENANT_PATH).await.status(), 401);
+    let ok = admin.http.get(format!("{}{TENANT_PATH}", admin.url)).bearer_auth("let-me-in").send().await.unwrap();
     assert_eq!(ok.status(), 200);
     let body: serde_json::Value = ok.json().await.unwrap();
     assert_eq!(body["phone_number_id"], crate::common::PHONE_NUMBER_ID);
@@ -65,4 +71,42 @@ contract!(the_simulator_api_is_closed_when_whatsapp_is_live, |db| async move {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
+});
+
+// Production as many run it: a real App Secret, no global access token, each tenant sending
+// with its own. The simulator API would show any customer's replies, so it stays closed.
+contract!(the_simulator_api_is_closed_with_per_tenant_tokens, |db| async move {
+    Scenario::new(db).await;
+    db.tenant_with(crate::common::PHONE_NUMBER_ID, "barbearia", Some("EAAG-tenant-token")).await;
+    let mut config = test_config("http://127.0.0.1:9", &[]);
+    config.whatsapp.access_token = None;
+    let closed = TestApp::spawn(db, config.clone()).await;
+    for path in [TENANT_PATH, OUTBOX_PATH] {
+        assert_eq!(status(&closed, path, None).await, 403, "{path}");
+        assert_eq!(status(&closed, path, Some("guess")).await, 403, "{path}");
+    }
+
+    config.admin_token = Some(Secret::new("let-me-in"));
+    let admin = TestApp::spawn(db, config).await;
+    for path in [TENANT_PATH, OUTBOX_PATH] {
+        assert_eq!(status(&admin, path, None).await, 401, "{path}");
+        assert_eq!(status(&admin, path, Some("let-me-i")).await, 401, "{path}");
+        assert_eq!(status(&admin, path, Some("let-me-in")).await, 200, "{path}");
+    }
+});
+
+contract!(the_simulator_api_is_open_only_in_local_mode_on_loopback, |db| async move {
+    Scenario::new(db).await;
+    let local = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &[])).await;
+    assert_eq!(status(&local, TENANT_PATH, None).await, 200);
+    assert_eq!(status(&local, OUTBOX_PATH, None).await, 200);
+
+    // Local mode opened to the network keeps its simulator for the admin token's bearer.
+    let public = [("BALCAO_ADDR", "0.0.0.0:0"), ("BALCAO_LOCAL_MODE_PUBLIC", "1")];
+    let exposed = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &public)).await;
+    assert_eq!(status(&exposed, TENANT_PATH, None).await, 403);
+    let with_admin = [public[0], public[1], ("BALCAO_ADMIN_TOKEN", "let-me-in")];
+    let exposed = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &with_admin)).await;
+    assert_eq!(status(&exposed, TENANT_PATH, None).await, 401);
+    assert_eq!(status(&exposed, TENANT_PATH, Some("let-me-in")).await, 200);
 });

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use balcao::app::{App, HandlerContext};
-use balcao::config::Config;
+use balcao::config::{Config, Secret};
 use balcao::jobs::Worker;
 use balcao::metrics::Metrics;
 use balcao::outbox::OutboxSender;
@@ -145,11 +145,25 @@ macro_rules! contract {
 
 /// Settings for tests: port 0, known secrets, the fake Graph API, fast timings.
 pub fn test_config(graph_url: &str, extra: &[(&str, &str)]) -> Config {
-    let mut vars: HashMap<String, String> = [
-        ("BALCAO_ADDR", "127.0.0.1:0"),
+    let secrets = [
         ("WHATSAPP_APP_SECRET", APP_SECRET),
         ("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN),
         ("WHATSAPP_ACCESS_TOKEN", ACCESS_TOKEN),
+    ];
+    config_from(graph_url, &secrets, extra)
+}
+
+/// Local mode as `cargo run` starts it: no App Secret (webhooks are signed with the public
+/// development secret), no access token, on a loopback port.
+pub fn local_test_config(graph_url: &str, extra: &[(&str, &str)]) -> Config {
+    let config = config_from(graph_url, &[("WHATSAPP_VERIFY_TOKEN", VERIFY_TOKEN)], extra);
+    assert!(config.whatsapp.local_mode, "extra settings left local mode");
+    config
+}
+
+fn config_from(graph_url: &str, secrets: &[(&str, &str)], extra: &[(&str, &str)]) -> Config {
+    let mut vars: HashMap<String, String> = [
+        ("BALCAO_ADDR", "127.0.0.1:0"),
         ("WHATSAPP_API_URL", graph_url),
         ("BALCAO_HTTP_TIMEOUT_SECONDS", "1"),
         ("BALCAO_JOB_LEASE_SECONDS", "30"),
@@ -157,6 +171,7 @@ pub fn test_config(graph_url: &str, extra: &[(&str, &str)]) -> Config {
         ("BALCAO_SHUTDOWN_GRACE_SECONDS", "5"),
     ]
     .into_iter()
+    .chain(secrets.iter().copied())
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
     for (k, v) in extra {
@@ -173,6 +188,8 @@ pub struct TestApp {
     pub worker: Worker,
     pub sender: OutboxSender,
     pub metrics: Metrics,
+    /// The secret the server checks webhook signatures with.
+    secret: Secret,
     /// Dropping it stops the server.
     _stop: oneshot::Sender<()>,
 }
@@ -180,7 +197,7 @@ pub struct TestApp {
 impl TestApp {
     pub async fn spawn(db: &TestDb, config: Config) -> Self {
         let app = App::build(config.clone(), db.store.clone()).await.expect("build app");
-        Self::start(app).await
+        Self::start(app, &config).await
     }
 
     pub async fn spawn_with(
@@ -189,11 +206,12 @@ impl TestApp {
         handler: impl FnOnce(HandlerContext) -> Arc<dyn TurnHandler>,
     ) -> Self {
         let app = App::build_with(config.clone(), db.store.clone(), handler).await.expect("build app");
-        Self::start(app).await
+        Self::start(app, &config).await
     }
 
-    async fn start(app: App) -> Self {
-        let url = format!("http://{}", app.local_addr().expect("addr"));
+    async fn start(app: App, config: &Config) -> Self {
+        // Reached over loopback even when bound to every interface.
+        let url = format!("http://127.0.0.1:{}", app.local_addr().expect("addr").port());
         let worker = app.worker().clone();
         let sender = app.sender().clone();
         let metrics = app.metrics.clone();
@@ -201,7 +219,8 @@ impl TestApp {
         tokio::spawn(app.run_http_only(async move {
             let _ = stopped.await;
         }));
-        Self { url, http: reqwest::Client::new(), worker, sender, metrics, _stop: stop }
+        let secret = config.whatsapp.app_secret.clone();
+        Self { url, http: reqwest::Client::new(), worker, sender, metrics, secret, _stop: stop }
     }
 
     /// POSTs `body` to the webhook, signed as Meta would.
@@ -209,7 +228,7 @@ impl TestApp {
         self.http
             .post(format!("{}/webhooks/whatsapp", self.url))
             .header("content-type", "application/json")
-            .header("x-hub-signature-256", balcao::whatsapp::signature::sign(APP_SECRET.as_bytes(), body))
+            .header("x-hub-signature-256", balcao::whatsapp::signature::sign(self.secret.expose().as_bytes(), body))
             .body(body.to_vec())
             .send()
             .await

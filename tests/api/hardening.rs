@@ -388,7 +388,7 @@ contract!(a_paused_worker_resumed_after_its_lease_leaves_one_reply_and_a_well_fo
     let (reached_tx, reached) = std::sync::mpsc::channel();
     let (resume, resume_rx) = std::sync::mpsc::channel();
     let stop = Stop::Thread { reached: reached_tx, resume: std::sync::Mutex::new(resume_rx) };
-    let replier_a = Replier::new(store_a.clone(), None, Arc::new(Notify::new()));
+    let replier_a = Replier::new(store_a.clone(), None, true, Arc::new(Notify::new()));
     let handler_a = agent_with(&store_a, replier_a, &fake, stop);
     let worker_a = Worker::new("a".into(), store_a, handler_a, config.queue.clone(), Metrics::new());
 

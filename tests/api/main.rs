@@ -16,6 +16,7 @@ mod hardening;
 mod jobs;
 mod ledger;
 mod llm;
+mod local_mode;
 mod outbox;
 mod payloads;
 mod pipeline;

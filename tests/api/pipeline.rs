@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use balcao::app::App;
+use balcao::domain::ConversationId;
 use balcao::outbox::Replier;
 use balcao::store::{JobStore, OutboxStore};
 use balcao::turn::{Turn, TurnHandler};
@@ -100,7 +101,73 @@ contract!(shutdown_finishes_in_flight_turns, |db| async move {
 
     // The server closed its pool on the way out; reopen to look.
     let reopened = db.reopen().await;
-    assert_eq!(reopened.list_outbound(tenant.id).await.unwrap().len(), 1);
-    let jobs = reopened.count_jobs(tenant.id).await.unwrap();
-    assert_eq!(jobs, 1);
+    let replies = reopened.list_outbound(tenant.id).await.unwrap();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(reopened.count_jobs(tenant.id).await.unwrap(), 1);
+    let jobs = reopened.jobs_of_conversation(tenant.id, ConversationId(replies[0].conversation_id)).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].state, "completed", "the in-flight turn finished: {:?}", jobs[0]);
+    assert_eq!(jobs[0].attempts, 1);
+    assert!(jobs[0].locked_by.is_none() && jobs[0].last_error.is_none(), "{:?}", jobs[0]);
+    reopened.close().await;
+});
+
+/// Panics on its first turn, as a bug in a handler would.
+struct PanicsOnce {
+    replier: Replier,
+    panicked: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl TurnHandler for PanicsOnce {
+    async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
+        if !self.panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("a bug in a turn handler");
+        }
+        self.replier.reply(turn, 0, OutboundMessage::text("Pronto!")?).await?;
+        Ok(())
+    }
+}
+
+// With one worker, a panic that killed it for good would leave every later turn unanswered.
+contract!(a_worker_that_panics_is_restarted, |db| async move {
+    let tenant = db.tenant().await;
+    let graph = FakeGraph::start().await;
+    let mut config = test_config(
+        &graph.url,
+        &[
+            ("BALCAO_WORKERS", "1"),
+            ("BALCAO_JOB_LEASE_SECONDS", "3"),
+            ("BALCAO_JOB_BACKOFF_BASE_MS", "10"),
+            ("BALCAO_DEBOUNCE_MS", "0"),
+            ("BALCAO_DEBOUNCE_MAX_MS", "0"),
+        ],
+    );
+    config.whatsapp.access_token = None; // keep the reply local: this is about the worker
+    let app = App::build_with(config, db.store.clone(), move |ctx| {
+        Arc::new(PanicsOnce { replier: ctx.replier, panicked: Default::default() })
+    })
+    .await
+    .unwrap();
+    let url = format!("http://{}", app.local_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    signed_post(&client, &url, &bytes(&fixture("text"))).send().await.unwrap();
+    // The turn's lease runs out, maintenance returns it to the queue, the restarted worker
+    // answers it.
+    wait_for("the turn to be answered after the panic", async || {
+        !db.store.list_outbound(tenant.id).await.unwrap().is_empty()
+    })
+    .await;
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+    let reopened = db.reopen().await;
+    let replies = reopened.list_outbound(tenant.id).await.unwrap();
+    let jobs = reopened.jobs_of_conversation(tenant.id, ConversationId(replies[0].conversation_id)).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!((jobs[0].state.as_str(), jobs[0].attempts), ("completed", 2), "{:?}", jobs[0]);
+    reopened.close().await;
 });
