@@ -287,6 +287,69 @@ contract!(business_scoped_user_without_phone_is_keyed_by_user_id, |db| async mov
     assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 1);
 });
 
+/// One message from `phone` and/or `user_id`, with the matching `contacts[]` entry.
+fn identity_payload(wamid: &str, phone: Option<&str>, user_id: Option<&str>) -> serde_json::Value {
+    let mut contact = json!({ "profile": { "name": "Bia" } });
+    let mut message = json!({ "id": wamid, "timestamp": "1", "type": "text", "text": { "body": "oi" } });
+    if let Some(phone) = phone {
+        contact["wa_id"] = json!(phone);
+        message["from"] = json!(phone);
+    }
+    if let Some(user_id) = user_id {
+        contact["user_id"] = json!(user_id);
+        message["from_user_id"] = json!(user_id);
+    }
+    json!({
+        "object": "whatsapp_business_account",
+        "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
+            "metadata": { "phone_number_id": crate::common::PHONE_NUMBER_ID },
+            "contacts": [contact],
+            "messages": [message]
+        }}]}]
+    })
+}
+
+contract!(a_customer_who_switches_to_a_user_id_stays_one_contact, |db| async move {
+    use crate::scenario::{Customer, Scenario};
+    const PHONE: &str = "5511999990003";
+    const USER: &str = "BR.1502576394655843";
+    let s = Scenario::new(db).await;
+    let (app, recorder) = recording_app(db).await;
+    let mut turns = Vec::new();
+    for (wamid, phone, user) in
+        [("wamid.phone", Some(PHONE), None), ("wamid.both", Some(PHONE), Some(USER)), ("wamid.user", None, Some(USER))]
+    {
+        assert_eq!(app.post_webhook(&bytes(&identity_payload(wamid, phone, user))).await.status(), 200);
+        assert_eq!(app.drain_turns().await.len(), 1, "{wamid}");
+        turns.push(recorder.turns().last().cloned().expect("a turn"));
+        if turns.len() == 1 {
+            // Booked while only the phone was known.
+            let c = Customer { contact: turns[0].contact.contact_id, conversation: turns[0].conversation };
+            let booking =
+                json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T14:00:00-03:00" });
+            assert!(matches!(s.call(&c, "create_booking", booking).await, balcao::ledger::Outcome::Executed(_)));
+        }
+    }
+    for turn in &turns[1..] {
+        assert_eq!(turn.contact.contact_id, turns[0].contact.contact_id, "{:?}", turn.trigger_message_id);
+        assert_eq!(turn.conversation, turns[0].conversation, "{:?}", turn.trigger_message_id);
+    }
+    let last = &turns[2].contact;
+    // Replies still go to the phone the customer wrote from, and the user id is known.
+    assert_eq!(last.wa_id.as_ref().map(|p| p.as_str()), Some("+5511999990003"));
+    assert_eq!(last.user_id.as_deref(), Some(USER));
+
+    let c = Customer { contact: last.contact_id, conversation: turns[2].conversation };
+    let mine = match s.call(&c, "list_my_bookings", json!({})).await {
+        balcao::ledger::Outcome::Executed(v) => v,
+        other => panic!("list_my_bookings: {other:?}"),
+    };
+    let id = mine["bookings"][0]["booking_id"].clone();
+    assert!(id.is_i64(), "{mine}");
+    let cancelled = s.call(&c, "cancel_booking", json!({ "booking_id": id })).await;
+    assert!(matches!(cancelled, balcao::ledger::Outcome::Executed(_)), "{cancelled:?}");
+});
+
 mod random_bodies {
     use proptest::prelude::*;
 
