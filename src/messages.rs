@@ -70,6 +70,10 @@ pub enum GuidedText<'a> {
         day: &'a str,
     },
     TimesButton,
+    /// The last row of a page of times when more remain.
+    MoreTimes,
+    /// The last row of a page of any other list when more remain.
+    MoreOptions,
     Confirm {
         service: &'a str,
         professional: &'a str,
@@ -140,6 +144,10 @@ mod tests {
             GuidedText::CancelButton,
         ] {
             assert!(guided(label).unwrap().chars().count() <= 20);
+        }
+        // List row titles: 24 characters.
+        for label in [GuidedText::MoreTimes, GuidedText::MoreOptions, GuidedText::AnyProfessional] {
+            assert!(guided(label).unwrap().chars().count() <= 24);
         }
     }
 }

@@ -183,27 +183,30 @@ macro_rules! active_appointment {
     }};
 }
 
-impl BookingStore for Store {
-    async fn busy_blocks(
-        &self,
-        tenant: TenantId,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> StoreResult<Vec<(i64, DateTime<Utc>, DateTime<Utc>)>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(
-                "SELECT professional_id, starts_at, ends_at FROM appointments
-                 WHERE tenant_id = $1 AND status IN ('held', 'confirmed') AND starts_at < $3 AND ends_at > $2",
-            )
-            .bind(tenant.0)
-            .bind(from)
-            .bind(to)
-            .fetch_all(pool)
-            .await
-        })?)
-    }
+/// Concurrent inserts that each find the other's uncommitted conflicting row wait on each
+/// other; PostgreSQL breaks the cycle by failing one. Run again, it sees the winner's row.
+const DEADLOCK_RETRIES: u32 = 3;
 
-    async fn insert_appointment(
+fn is_deadlock(e: &BookingError) -> bool {
+    matches!(e, BookingError::Store(StoreError::Database(sqlx::Error::Database(db)))
+        if matches!(db.code().as_deref(), Some("40P01" | "40001")))
+}
+
+/// Runs a write again when the database broke a deadlock by failing it.
+macro_rules! retry_deadlocks {
+    ($write:expr) => {{
+        let mut tries = 1;
+        loop {
+            match $write.await {
+                Err(e) if tries < DEADLOCK_RETRIES && is_deadlock(&e) => tries += 1,
+                result => break result,
+            }
+        }
+    }};
+}
+
+impl Store {
+    async fn insert_once(
         &self,
         new: &NewAppointment<'_>,
         settle: Option<&SettleWith<'_>>,
@@ -267,29 +270,7 @@ impl BookingStore for Store {
         })
     }
 
-    async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(concat!("SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND id = $2"))
-                .bind(tenant.0)
-                .bind(id)
-                .fetch_optional(pool)
-                .await
-        })?)
-    }
-
-    async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(concat!(
-                "SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"
-            ))
-            .bind(tenant.0)
-            .bind(key.as_str())
-            .fetch_optional(pool)
-            .await
-        })?)
-    }
-
-    async fn cancel_appointment(
+    async fn cancel_once(
         &self,
         tenant: TenantId,
         contact: ContactId,
@@ -323,7 +304,7 @@ impl BookingStore for Store {
         })
     }
 
-    async fn move_appointment(
+    async fn move_once(
         &self,
         to: &Move<'_>,
         settle: Option<&SettleWith<'_>>,
@@ -357,6 +338,78 @@ impl BookingStore for Store {
             .await
             .map_err(overlap_or)?
         })
+    }
+}
+
+impl BookingStore for Store {
+    async fn busy_blocks(
+        &self,
+        tenant: TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Vec<(i64, DateTime<Utc>, DateTime<Utc>)>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT professional_id, starts_at, ends_at FROM appointments
+                 WHERE tenant_id = $1 AND status IN ('held', 'confirmed') AND starts_at < $3 AND ends_at > $2",
+            )
+            .bind(tenant.0)
+            .bind(from)
+            .bind(to)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND id = $2"))
+                .bind(tenant.0)
+                .bind(id)
+                .fetch_optional(pool)
+                .await
+        })?)
+    }
+
+    async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"
+            ))
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn insert_appointment(
+        &self,
+        new: &NewAppointment<'_>,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError> {
+        retry_deadlocks!(self.insert_once(new, settle, now))
+    }
+
+    async fn cancel_appointment(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        id: i64,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError> {
+        retry_deadlocks!(self.cancel_once(tenant, contact, id, settle, now))
+    }
+
+    async fn move_appointment(
+        &self,
+        to: &Move<'_>,
+        settle: Option<&SettleWith<'_>>,
+        now: DateTime<Utc>,
+    ) -> Result<Appointment, BookingError> {
+        retry_deadlocks!(self.move_once(to, settle, now))
     }
 
     async fn upcoming_appointments(

@@ -206,10 +206,37 @@ impl InboundStore for Store {
     }
 }
 
+/// A stored contact matched by one of an inbound message's identities.
+#[derive(sqlx::FromRow)]
+struct KnownContact {
+    id: i64,
+    wa_id: Option<String>,
+    user_id: Option<String>,
+    username: Option<String>,
+    profile_name: Option<String>,
+    conversation: Option<i64>,
+}
+
+impl KnownContact {
+    /// Whether `contact` brings an identity or name this row does not have yet.
+    fn lacks(&self, contact: &ContactIdentity) -> bool {
+        let new =
+            |incoming: Option<&str>, stored: &Option<String>| incoming.is_some_and(|v| Some(v) != stored.as_deref());
+        new(contact.wa_id.as_ref().map(PhoneE164::digits), &self.wa_id)
+            || new(contact.user_id.as_deref(), &self.user_id)
+            || new(contact.username.as_deref(), &self.username)
+            || new(contact.profile_name.as_deref(), &self.profile_name)
+    }
+}
+
 impl Store {
     /// The conversation with this contact, created on first contact. Contacts and
     /// conversations are never deleted while their tenant exists, so the common case is one
     /// read outside the message's write transaction; creation is an idempotent upsert.
+    ///
+    /// A contact is found by its `wa_id` first, else by its business-scoped user id; an
+    /// identity seen for the first time is attached to the contact found, so a customer who
+    /// once wrote with both keeps one contact (and its bookings) when only one arrives.
     async fn ensure_conversation(
         &self,
         tenant: TenantId,
@@ -219,44 +246,75 @@ impl Store {
         let external_key = contact
             .external_key()
             .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
-        let known: Option<(i64, Option<String>, Option<i64>)> = reading!(self, pool => {
+        let wa_id = contact.wa_id.as_ref().map(PhoneE164::digits);
+        let known: Option<KnownContact> = reading!(self, pool => {
             sqlx::query_as(
-                "SELECT c.id, c.profile_name, v.id FROM contacts c
+                "SELECT c.id, c.wa_id, c.user_id, c.username, c.profile_name, v.id AS conversation
+                 FROM contacts c
                  LEFT JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
-                 WHERE c.tenant_id = $1 AND c.external_key = $2",
+                 WHERE c.tenant_id = $1 AND (c.external_key = $2 OR c.wa_id = $3 OR c.user_id = $4)
+                 ORDER BY CASE WHEN c.external_key = $2 OR c.wa_id = $3 THEN 0 ELSE 1 END, c.id
+                 LIMIT 1",
             )
             .bind(tenant.0)
             .bind(&external_key)
+            .bind(wa_id)
+            .bind(contact.user_id.as_deref())
             .fetch_optional(pool)
             .await
         })?;
-        if let Some((_, profile_name, Some(conversation))) = &known
-            && (contact.profile_name.is_none() || contact.profile_name == *profile_name)
+        if let Some(known) = &known
+            && let Some(conversation) = known.conversation
+            && !known.lacks(contact)
         {
-            return Ok(ConversationId(*conversation));
+            return Ok(ConversationId(conversation));
         }
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let contact_id: i64 = sqlx::query_scalar(
-                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
-                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
-                     user_id = COALESCE(excluded.user_id, contacts.user_id),
-                     username = COALESCE(excluded.username, contacts.username),
-                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
-                     updated_at = excluded.updated_at
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(&external_key)
-            .bind(contact.wa_id.as_ref().map(PhoneE164::digits))
-            .bind(contact.user_id.as_deref())
-            .bind(contact.username.as_deref())
-            .bind(contact.profile_name.as_deref())
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
+            let contact_id: i64 = match &known {
+                Some(known) => {
+                    sqlx::query_scalar(
+                        "UPDATE contacts SET
+                             wa_id = COALESCE($2, wa_id),
+                             user_id = COALESCE($3, user_id),
+                             username = COALESCE($4, username),
+                             profile_name = COALESCE($5, profile_name),
+                             updated_at = $6
+                         WHERE id = $1
+                         RETURNING id",
+                    )
+                    .bind(known.id)
+                    .bind(wa_id)
+                    .bind(contact.user_id.as_deref())
+                    .bind(contact.username.as_deref())
+                    .bind(contact.profile_name.as_deref())
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?
+                }
+                None => {
+                    sqlx::query_scalar(
+                        "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                         ON CONFLICT (tenant_id, external_key) DO UPDATE SET
+                             wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
+                             user_id = COALESCE(excluded.user_id, contacts.user_id),
+                             username = COALESCE(excluded.username, contacts.username),
+                             profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
+                             updated_at = excluded.updated_at
+                         RETURNING id",
+                    )
+                    .bind(tenant.0)
+                    .bind(&external_key)
+                    .bind(wa_id)
+                    .bind(contact.user_id.as_deref())
+                    .bind(contact.username.as_deref())
+                    .bind(contact.profile_name.as_deref())
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?
+                }
+            };
             let conversation: i64 = sqlx::query_scalar(
                 "INSERT INTO conversations (tenant_id, contact_id, created_at) VALUES ($1, $2, $3)
                  ON CONFLICT (tenant_id, contact_id) DO UPDATE SET contact_id = excluded.contact_id

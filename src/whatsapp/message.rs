@@ -6,20 +6,36 @@ use serde_json::{Value, json};
 
 use crate::domain::PhoneE164;
 
-/// Limits from Meta's reply-button, list and text pages.
-const TEXT_BODY_MAX: usize = 4096;
-const INTERACTIVE_BODY_MAX: usize = 1024;
-const FOOTER_MAX: usize = 60;
-const BUTTONS_MAX: usize = 3;
-const BUTTON_TITLE_MAX: usize = 20;
-const BUTTON_ID_MAX: usize = 256;
-const LIST_BUTTON_MAX: usize = 20;
-const LIST_SECTIONS_MAX: usize = 10;
-const LIST_ROWS_MAX: usize = 10;
-const LIST_ROW_ID_MAX: usize = 200;
-const LIST_ROW_TITLE_MAX: usize = 24;
-const LIST_ROW_DESCRIPTION_MAX: usize = 72;
-const LIST_SECTION_TITLE_MAX: usize = 24;
+// Limits from Meta's reply-button, list and text pages (characters, not bytes). Public so
+// builders can clip to them by construction instead of failing validation.
+pub const TEXT_BODY_MAX: usize = 4096;
+pub const INTERACTIVE_BODY_MAX: usize = 1024;
+pub const FOOTER_MAX: usize = 60;
+pub const BUTTONS_MAX: usize = 3;
+pub const BUTTON_TITLE_MAX: usize = 20;
+pub const BUTTON_ID_MAX: usize = 256;
+pub const LIST_BUTTON_MAX: usize = 20;
+pub const LIST_SECTIONS_MAX: usize = 10;
+/// Rows across all sections of one list.
+pub const LIST_ROWS_MAX: usize = 10;
+pub const LIST_ROW_ID_MAX: usize = 200;
+pub const LIST_ROW_TITLE_MAX: usize = 24;
+pub const LIST_ROW_DESCRIPTION_MAX: usize = 72;
+pub const LIST_SECTION_TITLE_MAX: usize = 24;
+
+/// `text` cut to at most `max` characters on a character boundary, ending in "…" when
+/// something was cut, so a long catalog name shortens instead of breaking the message.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut clipped: String = text.chars().take(max.saturating_sub(1)).collect();
+    clipped.push('…');
+    clipped
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReplyButton {
@@ -311,6 +327,17 @@ mod tests {
         assert!(matches!(too_many, Err(MessageError::TooMany { what: "rows", .. })));
         assert!(OutboundMessage::text("").is_err());
         assert!(OutboundMessage::text("a".repeat(4097)).is_err());
+    }
+
+    #[test]
+    fn clip_counts_characters_and_marks_the_cut() {
+        assert_eq!(clip("Confirmação", 11), "Confirmação");
+        assert_eq!(clip("Confirmação", 10), "Confirmaç…");
+        assert_eq!(clip("ããããã", 3).chars().count(), 3);
+        assert_eq!(clip("👍👍👍", 2), "👍…");
+        assert_eq!(clip("abc", 0), "");
+        let long = "Corte ".repeat(20);
+        assert!(OutboundMessage::buttons("x", None, vec![button("a", &clip(&long, BUTTON_TITLE_MAX))]).is_ok());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The guided (menu) agent end to end through webhook payloads: text, list and button clicks,
 //! a replayed confirmation, "meus horários" and cancelling. Both databases.
 
-use balcao::store::{BookingStore, OutboxStore};
+use balcao::domain::TenantId;
+use balcao::store::{BookingStore, OutboxStore, TenantStore};
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};
 
@@ -20,9 +21,13 @@ fn click(wamid: &str, kind: &str, id: &str) -> Value {
 
 /// Sends one message, runs the turn, returns the bot's answer.
 async fn say(db: &TestDb, app: &TestApp, s: &Scenario, message: Value) -> OutboundMessage {
+    say_to(db, app, s.tenant.id, message).await
+}
+
+async fn say_to(db: &TestDb, app: &TestApp, tenant: TenantId, message: Value) -> OutboundMessage {
     assert_eq!(app.post_webhook(&bytes(&envelope(PHONE_NUMBER_ID, FROM, vec![message]))).await.status(), 200);
     app.drain_turns().await;
-    db.store.list_outbound(s.tenant.id).await.unwrap().last().unwrap().message.0.clone()
+    db.store.list_outbound(tenant).await.unwrap().last().unwrap().message.0.clone()
 }
 
 fn ids(m: &OutboundMessage) -> Vec<String> {
@@ -88,5 +93,124 @@ contract!(book_and_cancel_through_menus, |db| async move {
     {
         let answer = say(db, &app, &s, message).await;
         assert_eq!(ids(&answer), ["g:book", "g:mine"], "case {n}: {}", answer.body());
+    }
+});
+
+/// A service name of 80 characters, a professional's of 45, and more services than a list holds.
+fn crowded_catalog() -> String {
+    let hours =
+        ["mon", "tue", "wed", "thu", "fri", "sat", "sun"].map(|d| format!("{d} = [\"08:00-23:00\"]")).join("\n");
+    let extra: String = (1..=11)
+        .map(|i| format!("[[services]]\nname = \"Serviço {i}\"\nduration_minutes = 30\nprice = \"10.00\"\n"))
+        .collect();
+    let all: Vec<String> =
+        std::iter::once(LONG_SERVICE.to_owned()).chain((1..=11).map(|i| format!("Serviço {i}"))).collect();
+    format!(
+        "name = \"Barbearia do Zé\"\nslug = \"lotada\"\ntimezone = \"America/Sao_Paulo\"\n\
+         [whatsapp]\nphone_number_id = \"{PHONE_NUMBER_ID}\"\n\
+         [booking]\nmin_notice_minutes = 60\nhorizon_days = 30\nslot_step_minutes = 30\n\
+         [[services]]\nname = \"{LONG_SERVICE}\"\nduration_minutes = 30\nprice = \"50.00\"\n{extra}\
+         [[professionals]]\nname = \"{LONG_PROFESSIONAL}\"\nservices = {all:?}\n[professionals.hours]\n{hours}\n"
+    )
+}
+
+const LONG_SERVICE: &str = "Corte masculino com barba completa, sobrancelha, hidratação e massagem relaxante";
+const LONG_PROFESSIONAL: &str = "José Maria da Silva Albuquerque de Vasconcelos";
+
+/// No ISO date (`2026-03-11`) anywhere a customer reads.
+fn assert_no_iso_date(m: &OutboundMessage) {
+    let mut seen = vec![m.body().to_owned()];
+    if let OutboundMessage::List { sections, .. } = m {
+        for r in sections.iter().flat_map(|s| &s.rows) {
+            seen.push(r.title.clone());
+            seen.extend(r.description.clone());
+        }
+    }
+    for text in seen {
+        let digits: Vec<bool> = text.chars().map(|c| c.is_ascii_digit()).collect();
+        let chars: Vec<char> = text.chars().collect();
+        let iso = (0..chars.len().saturating_sub(9)).any(|i| {
+            digits[i..i + 4].iter().all(|d| *d)
+                && chars[i + 4] == '-'
+                && digits[i + 5]
+                && digits[i + 6]
+                && chars[i + 7] == '-'
+        });
+        assert!(!iso, "ISO date shown to a customer: {text}");
+    }
+}
+
+/// Sends a click, checks the answer is an interactive message within limits, returns it.
+async fn screen(db: &TestDb, app: &TestApp, t: TenantId, n: &mut u32, kind: &str, id: &str) -> OutboundMessage {
+    *n += 1;
+    let answer = say_to(db, app, t, click(&format!("wamid.crowded.{n}"), kind, id)).await;
+    assert!(answer.validate().is_ok(), "{answer:?}");
+    assert!(!matches!(answer, OutboundMessage::Text { .. }), "{id} fell back to text: {}", answer.body());
+    assert_no_iso_date(&answer);
+    answer
+}
+
+contract!(long_names_and_a_full_day_stay_within_limits, |db| async move {
+    let spec = balcao::tenant::TenantSpec::parse(&crowded_catalog()).unwrap();
+    let outcome = db.store.apply_tenant(&spec, chrono::Utc::now()).await.unwrap();
+    db.store.apply_catalog(outcome.id(), &spec.catalog).await.unwrap();
+    let tenant = db.store.tenant(outcome.id()).await.unwrap().unwrap();
+    let t = tenant.id;
+    let mut config = test_config("http://127.0.0.1:9", &[]);
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+    let mut n = 0;
+
+    // Twelve services: every one reachable through "Mais opções".
+    let mut services = Vec::new();
+    let mut page = "g:book".to_owned();
+    loop {
+        let list = screen(db, &app, t, &mut n, "button_reply", &page).await;
+        let ids = ids(&list);
+        services.extend(ids.iter().filter(|id| id.starts_with("g:svc:")).cloned());
+        match ids.iter().find(|id| id.starts_with("g:book:")) {
+            Some(next) => page = next.clone(),
+            None => break,
+        }
+    }
+    assert_eq!(services.len(), 12, "{services:?}");
+    let long = db.store.catalog(t).await.unwrap().0.iter().find(|x| x.name == LONG_SERVICE).unwrap().id;
+    let pros = screen(db, &app, t, &mut n, "list_reply", &format!("g:svc:{long}")).await;
+    assert!(pros.body().contains(LONG_SERVICE), "{}", pros.body());
+    let pro = ids(&pros)[1].clone();
+    let days = screen(db, &app, t, &mut n, "list_reply", &pro).await;
+    // Tomorrow or the day after: a full day of 08:00-23:00, thirty half hours.
+    let day = ids(&days)[1].clone();
+
+    let mut times = Vec::new();
+    let mut page = day.clone();
+    loop {
+        let list = screen(db, &app, t, &mut n, "list_reply", &page).await;
+        assert!(list.body().contains('/'), "the day is shown dd/mm: {}", list.body());
+        let ids = ids(&list);
+        times.extend(ids.iter().filter(|id| id.starts_with("g:time:")).cloned());
+        match ids.iter().find(|id| id.starts_with("g:day:")) {
+            Some(next) => page = next.clone(),
+            None => break,
+        }
+    }
+    assert_eq!(times.len(), 30, "{times:?}");
+    let unique: std::collections::HashSet<_> = times.iter().collect();
+    assert_eq!(unique.len(), 30);
+
+    let confirm = screen(db, &app, t, &mut n, "list_reply", times.last().unwrap()).await;
+    assert!(confirm.body().contains(LONG_SERVICE) && confirm.body().contains("22:30"), "{}", confirm.body());
+    let booked = say_to(db, &app, t, click("wamid.crowded.book", "button_reply", &ids(&confirm)[0])).await;
+    assert!(booked.body().starts_with("Pronto!") && booked.validate().is_ok(), "{}", booked.body());
+    assert_no_iso_date(&booked);
+    assert_eq!(db.store.count_active_appointments(t).await.unwrap(), 1);
+    let mine = say_to(db, &app, t, text("wamid.crowded.mine", FROM, "meus horários")).await;
+    assert!(mine.validate().is_ok() && ids(&mine)[0].starts_with("g:cancel:"), "{mine:?}");
+    assert_no_iso_date(&mine);
+
+    // A crafted 10 KB click id is just not understood: the menu comes back.
+    for (k, id) in [format!("g:time:{long}:1:{}", "9".repeat(10 * 1024)), "x".repeat(10 * 1024)].iter().enumerate() {
+        let answer = say_to(db, &app, t, click(&format!("wamid.crafted.{k}"), "button_reply", id)).await;
+        assert_eq!(ids(&answer), ["g:book", "g:mine"], "{}", answer.body());
     }
 });
