@@ -109,6 +109,7 @@ async fn reserve(
         contact,
         turn: None,
         tool_use_id: None,
+        turn_attempt: None,
     };
     let now = Utc::now();
     store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
@@ -122,6 +123,7 @@ async fn bench(name: &str, url: &str) -> String {
         customer: contact,
         conversation,
         turn: None,
+        turn_attempt: None,
         trigger_message_id: None,
         tool_use_id: None,
         now,

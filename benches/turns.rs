@@ -51,7 +51,7 @@ async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
     )
     .expect("spec");
     let tenant = store.apply_tenant(&spec, chrono::Utc::now()).await.expect("tenant").id();
-    balcao::store::BookingStore::apply_catalog(&store, tenant, &spec.catalog).await.expect("catalog");
+    balcao::store::CatalogStore::apply_catalog(&store, tenant, &spec.catalog).await.expect("catalog");
     let vars: HashMap<String, String> = [
         ("BALCAO_ADDR", "127.0.0.1:0"),
         ("WHATSAPP_APP_SECRET", SECRET),

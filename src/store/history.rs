@@ -24,6 +24,7 @@ pub trait HistoryStore {
     /// Writes the turn's messages in order, only while `lease` (the turn's job lease) is held,
     /// so a stale worker cannot split a `tool_use` from its `tool_result`; a second write of
     /// the same turn changes nothing. Without a lease (importing history) nothing is checked.
+    #[expect(clippy::too_many_arguments, reason = "one statement's parameters, each of a different kind")]
     async fn record_turn(
         &self,
         tenant: TenantId,

@@ -2,7 +2,7 @@
 //! a replayed confirmation, "meus horários" and cancelling. Both databases.
 
 use balcao::domain::TenantId;
-use balcao::store::{BookingStore, OutboxStore, TenantStore};
+use balcao::store::{BookingStore, CatalogStore, OutboxStore, TenantStore};
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};
 
