@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use balcao::config::DatabaseUrl;
+use balcao::domain::DatabaseUrl;
 use balcao::domain::{ContactId, ConversationId};
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
 use balcao::jobs::TurnTiming;

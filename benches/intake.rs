@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use balcao::config::DatabaseUrl;
+use balcao::domain::DatabaseUrl;
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
 use balcao::jobs::TurnTiming;
 use balcao::store::{InboundStore, Store, TenantStore};

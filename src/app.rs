@@ -20,6 +20,7 @@ use crate::agent::tools::booking_tools;
 use crate::agent::{AgentSettings, AgentTurn, GuidedTurn};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
+use crate::jobs::TurnHandler;
 use crate::jobs::{TurnTiming, Worker, WorkerPool};
 use crate::ledger::Executor;
 use crate::llm::anthropic::AnthropicClient;
@@ -29,7 +30,6 @@ use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
 use crate::outbox::Replier;
 use crate::store::{Store, TenantStore};
-use crate::turn::TurnHandler;
 use crate::whatsapp::GraphClient;
 
 /// The model client the configuration asks for, if any.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::config::Secret;
+use crate::domain::Secret;
 use crate::whatsapp::OutboundMessage;
 use crate::whatsapp::signature::sign;
 

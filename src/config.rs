@@ -10,6 +10,8 @@ use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::domain::{DatabaseUrl, Secret};
+
 /// Where the Graph API lives; the version is part of the URL so operators can move it.
 pub const DEFAULT_WHATSAPP_API_URL: &str = "https://graph.facebook.com/v25.0";
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://./data/balcao.db";
@@ -64,72 +66,6 @@ const AGENT_HISTORY_BUDGET_CHARS: RangeInclusive<u64> = 1..=4_000_000;
 const LLM_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=600;
 /// In-flight turns get this long on shutdown; supervisors kill a process long before an hour.
 const SHUTDOWN_GRACE_SECONDS: RangeInclusive<u64> = 1..=3_600;
-
-/// A value that must not reach logs.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret([redacted])")
-    }
-}
-
-/// A database URL whose `Debug` and `Display` hide the password.
-#[derive(Clone, PartialEq, Eq)]
-pub struct DatabaseUrl(String);
-
-impl DatabaseUrl {
-    pub fn new(url: impl Into<String>) -> Self {
-        Self(url.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-    pub fn is_postgres(&self) -> bool {
-        self.0.starts_with("postgres://") || self.0.starts_with("postgresql://")
-    }
-    pub fn is_sqlite(&self) -> bool {
-        self.0.starts_with("sqlite:")
-    }
-    fn redacted(&self) -> String {
-        let Some((scheme, rest)) = self.0.split_once("://") else {
-            return self.0.clone();
-        };
-        match rest.rsplit_once('@') {
-            Some((userinfo, host)) => {
-                let user = userinfo.split(':').next().unwrap_or_default();
-                if userinfo.contains(':') {
-                    format!("{scheme}://{user}:[redacted]@{host}")
-                } else {
-                    format!("{scheme}://{user}@{host}")
-                }
-            }
-            None => self.0.clone(),
-        }
-    }
-}
-
-impl fmt::Debug for DatabaseUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DatabaseUrl({})", self.redacted())
-    }
-}
-
-impl fmt::Display for DatabaseUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {

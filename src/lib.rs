@@ -30,5 +30,4 @@ pub mod store;
 pub mod supervise;
 pub mod telemetry;
 pub mod tenant;
-pub mod turn;
 pub mod whatsapp;

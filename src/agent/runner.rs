@@ -21,12 +21,12 @@ use chrono::Utc;
 use serde_json::Value;
 
 use crate::inbound::InboundMessage;
+use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, SystemPrompt, TurnContext};
 use crate::outbox::Replier;
 use crate::store::{CatalogStore, HistoryStore, LedgerStore, Store};
-use crate::turn::{Turn, TurnHandler};
 use crate::whatsapp::OutboundMessage;
 
 /// WhatsApp text bodies hold 4,096 characters; longer answers go out in parts.

@@ -18,6 +18,12 @@ pub enum ApiError {
     Internal(#[from] anyhow::Error),
 }
 
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = match &self {

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::config::Secret;
+use crate::domain::Secret;
 use crate::jobs::TurnTiming;
 use crate::metrics::Metrics;
 use crate::store::Store;

@@ -33,12 +33,8 @@ pub async fn tenant(
     Path(slug): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     authorize(&state, &headers)?;
-    let tenant = state
-        .store
-        .tenant_by_slug(&slug)
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .ok_or_else(|| ApiError::BadRequest(format!("no tenant {slug:?}")))?;
+    let tenant =
+        state.store.tenant_by_slug(&slug).await?.ok_or_else(|| ApiError::BadRequest(format!("no tenant {slug:?}")))?;
     Ok(Json(json!({ "slug": tenant.slug, "name": tenant.name, "phone_number_id": tenant.phone_number_id })))
 }
 
@@ -57,17 +53,9 @@ pub async fn outbox(
 ) -> Result<Json<Value>, ApiError> {
     authorize(&state, &headers)?;
     let phone = PhoneE164::parse(&q.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let tenant = state
-        .store
-        .tenant_by_slug(&slug)
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?
-        .ok_or_else(|| ApiError::BadRequest(format!("no tenant {slug:?}")))?;
-    let rows = state
-        .store
-        .outbound_for_wa_id(tenant.id, phone.digits(), q.after)
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
+    let tenant =
+        state.store.tenant_by_slug(&slug).await?.ok_or_else(|| ApiError::BadRequest(format!("no tenant {slug:?}")))?;
+    let rows = state.store.outbound_for_wa_id(tenant.id, phone.digits(), q.after).await?;
     let messages: Vec<Value> =
         rows.iter().map(|r| json!({ "id": r.id, "status": r.status, "message": r.message.0 })).collect();
     Ok(Json(json!({ "messages": messages })))

@@ -14,9 +14,11 @@
 //!   with its last error kept; finished jobs are pruned after the retention period.
 
 mod backoff;
+mod turn;
 mod worker;
 
 pub use backoff::Backoff;
+pub use turn::{Turn, TurnHandler};
 pub use worker::{RunOutcome, Worker, WorkerPool};
 
 use chrono::{DateTime, TimeDelta, Utc};

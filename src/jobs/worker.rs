@@ -13,10 +13,10 @@ use tracing::Instrument;
 use super::{Backoff, ClaimedJob, FailOutcome, JobState, to_delta};
 use crate::config::QueueConfig;
 use crate::domain::JobId;
+use crate::jobs::{Turn, TurnHandler};
 use crate::metrics::Metrics;
 use crate::store::{InboundStore, JobStore, LedgerStore, Store, TenantStore};
 use crate::supervise::{RESTART_DELAY, supervise};
-use crate::turn::{Turn, TurnHandler};
 
 /// How often a pool runs maintenance (reap expired leases, prune finished jobs) at most.
 const MAINTENANCE_MAX_INTERVAL: Duration = Duration::from_secs(30);

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::retry::{Attempt, retry_after, transient_status, transport_error};
 use super::{Block, ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, RetryPolicy, Role, StopReason};
-use crate::config::Secret;
+use crate::domain::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::retry::{Attempt, retry_after, transient_status, transport_error};
 use super::{Block, ChatMessage, ModelClient, ModelError, ModelRequest, ModelResponse, RetryPolicy, Role, StopReason};
-use crate::config::Secret;
+use crate::domain::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// OpenAI's "you have no credit left": no retry can fix it.

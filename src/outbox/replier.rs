@@ -8,9 +8,9 @@ use chrono::Utc;
 use tokio::sync::Notify;
 
 use super::{NewOutbound, OutboxKey};
-use crate::config::Secret;
+use crate::domain::Secret;
+use crate::jobs::Turn;
 use crate::store::{OutboxStore, Store};
-use crate::turn::Turn;
 use crate::whatsapp::OutboundMessage;
 
 /// Writes a turn's replies to the outbox under keys derived from the turn.

@@ -8,7 +8,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::{OutboxConfig, QueueConfig, Secret};
+use crate::config::{OutboxConfig, QueueConfig};
+use crate::domain::Secret;
 use crate::jobs::{Backoff, to_delta};
 use crate::metrics::Metrics;
 use crate::outbox::ClaimedOutbound;

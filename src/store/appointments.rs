@@ -149,37 +149,44 @@ macro_rules! fenced_write {
     };
 }
 
-/// The customer's active appointment `id`, locked for the rest of the transaction on
-/// PostgreSQL; `NotFound` when it is not theirs or not active, `AlreadyStarted` when it began.
-macro_rules! active_appointment {
-    ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $now:expr) => {{
+/// Takes the customer's active appointment `id` for a move or a cancel: locks it (on
+/// PostgreSQL), refuses it when it is not theirs or not active (`NotFound`) or already began
+/// (`AlreadyStarted`), and supersedes every ledger row that described it (its create key and
+/// earlier moves), except the row `settle` is settling: a repeat of any of them then runs
+/// again instead of replaying what is no longer true.
+macro_rules! release_active {
+    ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $settle:expr, $now:expr) => {{
         let sql = $pool.pick(
-            concat!(
-                "SELECT ",
-                appointment_columns!(),
-                " FROM appointments
-                     WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')"
-            ),
-            concat!(
-                "SELECT ",
-                appointment_columns!(),
-                " FROM appointments
-                     WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')
-                     FOR UPDATE"
-            ),
+            "SELECT starts_at, idempotency_key FROM appointments
+             WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')",
+            "SELECT starts_at, idempotency_key FROM appointments
+             WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed') FOR UPDATE",
         );
-        let current: Option<Appointment> = sqlx::query_as(sql)
+        let current: Option<(DateTime<Utc>, Option<String>)> = sqlx::query_as(sql)
             .bind($tenant.0)
             .bind($contact.0)
             .bind($id)
             .fetch_optional(&mut *$tx)
             .await
             .map_err(db)?;
-        match current {
+        let key = match current {
             None => return Err(BookingError::NotFound(format!("active booking {}", $id))),
-            Some(a) if a.starts_at <= $now => return Err(BookingError::AlreadyStarted(Box::new(a))),
-            Some(a) => a,
-        }
+            Some((starts_at, _)) if starts_at <= $now => {
+                let started: Appointment = sqlx::query_as(concat!(
+                    "SELECT ",
+                    appointment_columns!(),
+                    " FROM appointments WHERE tenant_id = $1 AND id = $2"
+                ))
+                .bind($tenant.0)
+                .bind($id)
+                .fetch_one(&mut *$tx)
+                .await
+                .map_err(db)?;
+                return Err(BookingError::AlreadyStarted(Box::new(started)));
+            }
+            Some((_, key)) => key,
+        };
+        supersede_subject!($tx, $tenant, &subject($id), key.as_deref(), $settle.map(|s| s.fence), $now).map_err(db)?;
     }};
 }
 
@@ -279,17 +286,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
         fenced_write!(self, tenant, settle, now, |tx, pool| {
-            active_appointment!(tx, pool, tenant, contact, id, now);
-            let key: Option<String> =
-                sqlx::query_scalar("SELECT idempotency_key FROM appointments WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant.0)
-                    .bind(id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db)?;
-            // Every call that booked or moved it no longer holds: a repeat runs again instead
-            // of being told "already booked", and the slot's key is free.
-            supersede_subject!(tx, tenant, &subject(id), key.as_deref(), settle.map(|s| s.fence), now).map_err(db)?;
+            release_active!(tx, pool, tenant, contact, id, settle, now);
             sqlx::query_as(concat!(
                 "UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND id = $3 RETURNING ",
@@ -311,18 +308,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
         fenced_write!(self, to.tenant, settle, now, |tx, pool| {
-            active_appointment!(tx, pool, to.tenant, to.contact, to.id, now);
-            let key: Option<String> =
-                sqlx::query_scalar("SELECT idempotency_key FROM appointments WHERE tenant_id = $1 AND id = $2")
-                    .bind(to.tenant.0)
-                    .bind(to.id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(db)?;
-            // The create key of the old slot and earlier moves no longer describe it; from now
-            // on it is keyed by its new slot, so asking to book that slot finds it.
-            supersede_subject!(tx, to.tenant, &subject(to.id), key.as_deref(), settle.map(|s| s.fence), now)
-                .map_err(db)?;
+            // From now on it is keyed by its new slot, so asking to book that slot finds it.
+            release_active!(tx, pool, to.tenant, to.contact, to.id, settle, now);
             sqlx::query_as(concat!(
                 "UPDATE appointments SET starts_at = $1, ends_at = $2, idempotency_key = $3, updated_at = $4
                  WHERE tenant_id = $5 AND id = $6 RETURNING ",

@@ -1,5 +1,10 @@
 //! Storage on SQLite (embedded default) and PostgreSQL, behind traits split by aggregate.
 //!
+//! The dependency rule: features (`inbound`, `jobs`, `agent`, `ledger`, `outbox`, `http`, …)
+//! import the store; the store may import the record types those features define (a claimed
+//! job, a ledger row, an appointment) and the domain newtypes, but never their logic; nothing
+//! else points up, so no feature depends on another through the store.
+//!
 //! Invariants:
 //! - SQL is written once where the dialects agree (`$N` placeholders, `ON CONFLICT`,
 //!   `RETURNING`, `CASE` instead of `GREATEST`); the few differences are explicit through
@@ -42,7 +47,7 @@ pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use tenants::TenantStore;
 
-use crate::config::DatabaseUrl;
+use crate::domain::DatabaseUrl;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");

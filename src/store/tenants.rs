@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::BookingSettings;
-use crate::config::Secret;
+use crate::domain::Secret;
 use crate::domain::{PhoneE164, TenantId};
 use crate::tenant::{ApplyOutcome, Tenant, TenantSpec};
 

@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use crate::booking::catalog::DAYS;
 use crate::booking::{BookingSettings, CatalogSpec, ProfessionalSpec, ServiceSpec, WeeklyHours};
-use crate::config::Secret;
+use crate::domain::Secret;
 use crate::domain::{Cents, PhoneE164};
 
 /// A validated tenant file.

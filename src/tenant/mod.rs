@@ -10,7 +10,7 @@ pub use file::{TenantFileError, TenantSpec};
 use chrono_tz::Tz;
 
 use crate::booking::BookingSettings;
-use crate::config::Secret;
+use crate::domain::Secret;
 use crate::domain::TenantId;
 
 #[derive(Debug, Clone)]

@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 
 use super::message::{MessageError, OutboundMessage, Recipient};
-use crate::config::Secret;
+use crate::domain::Secret;
 
 /// Meta codes that mean "try again later": throughput, pair rate, account rate limits,
 /// maintenance and generic service errors.

@@ -5,7 +5,8 @@ use std::io::Cursor;
 
 use balcao::app::App;
 use balcao::chat::ChatSession;
-use balcao::config::{LOCAL_DEV_APP_SECRET, Secret};
+use balcao::config::LOCAL_DEV_APP_SECRET;
+use balcao::domain::Secret;
 use tokio::sync::oneshot;
 
 use crate::common::{TestApp, local_test_config, test_config};

@@ -5,13 +5,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use balcao::app::{App, HandlerContext};
-use balcao::config::{Config, Secret};
+use balcao::config::Config;
+use balcao::domain::Secret;
+use balcao::jobs::TurnHandler;
 use balcao::jobs::Worker;
 use balcao::metrics::Metrics;
 use balcao::outbox::OutboxSender;
 use balcao::store::{Store, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
-use balcao::turn::TurnHandler;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 use tokio::sync::oneshot;

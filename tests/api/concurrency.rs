@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use balcao::jobs::{RunOutcome, TurnTiming};
+use balcao::jobs::{Turn, TurnHandler};
 use balcao::outbox::Replier;
 use balcao::outbox::SendOutcome;
 use balcao::store::{InboundStore, JobStore, OutboxStore};
-use balcao::turn::{Turn, TurnHandler};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{TimeDelta, Utc};
 

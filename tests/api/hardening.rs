@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use balcao::agent::{AgentSettings, AgentTurn};
-use balcao::config::Secret;
 use balcao::domain::JobId;
+use balcao::domain::Secret;
+use balcao::jobs::TurnHandler;
 use balcao::jobs::{RunOutcome, Worker};
 use balcao::ledger::{Executor, Outcome, Tool, ToolCall, ToolFailure, ToolSpec};
 use balcao::llm::RetryPolicy;
@@ -20,7 +21,6 @@ use balcao::store::{
     BookingStore, CatalogStore, HistoryStore, JobStore, LedgerStore, NewExecution, OutboxStore, Store, StoreError,
 };
 use balcao::tenant::TenantSpec;
-use balcao::turn::TurnHandler;
 use balcao::whatsapp::{OutboundMessage, Recipient};
 use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -434,7 +434,7 @@ struct Held {
 
 #[async_trait]
 impl TurnHandler for Held {
-    async fn handle(&self, _turn: &balcao::turn::Turn) -> anyhow::Result<()> {
+    async fn handle(&self, _turn: &balcao::jobs::Turn) -> anyhow::Result<()> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         self.release.notified().await;
         Ok(())

@@ -8,10 +8,10 @@ use async_trait::async_trait;
 use balcao::domain::{ConversationId, JobId};
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
 use balcao::jobs::{FailOutcome, JobState, RunOutcome, TurnTiming, Worker};
+use balcao::jobs::{Turn, TurnHandler};
 use balcao::metrics::Metrics;
 use balcao::store::{InboundStore, JobStore, Recorded, Store};
 use balcao::tenant::Tenant;
-use balcao::turn::{Turn, TurnHandler};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::common::{TestDb, test_config};

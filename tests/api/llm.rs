@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use balcao::config::Secret;
+use balcao::domain::Secret;
 use balcao::llm::anthropic::AnthropicClient;
 use balcao::llm::openai::OpenAiClient;
 use balcao::llm::{Block, ChatMessage, ModelClient, ModelError, ModelRequest, RetryPolicy, Role, StopReason, ToolDef};

@@ -7,9 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use balcao::app::App;
 use balcao::domain::ConversationId;
+use balcao::jobs::{Turn, TurnHandler};
 use balcao::outbox::Replier;
 use balcao::store::{JobStore, OutboxStore};
-use balcao::turn::{Turn, TurnHandler};
 use balcao::whatsapp::OutboundMessage;
 use tokio::sync::oneshot;
 

@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use balcao::jobs::{Turn, TurnHandler};
 use balcao::store::{InboundStore, JobStore};
-use balcao::turn::{Turn, TurnHandler};
 use serde_json::json;
 
 use crate::common::{APP_SECRET, TestApp, TestDb, VERIFY_TOKEN, test_config};

@@ -7,9 +7,9 @@
 use async_trait::async_trait;
 use chrono::Utc;
 
+use super::Lease;
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
-use crate::jobs::Lease;
 use crate::ledger::CallContext;
 use crate::tenant::Tenant;
 use crate::whatsapp::Recipient;
