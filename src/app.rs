@@ -20,15 +20,13 @@ use crate::agent::tools::booking_tools;
 use crate::agent::{AgentSettings, AgentTurn, GuidedTurn};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
-use crate::jobs::TurnHandler;
-use crate::jobs::{TurnTiming, Worker, WorkerPool};
+use crate::jobs::{TurnHandler, TurnTiming, Worker, WorkerPool};
 use crate::ledger::Executor;
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
-use crate::outbox::OutboxSender;
-use crate::outbox::Replier;
+use crate::outbox::{OutboxSender, Replier};
 use crate::store::{Store, TenantStore};
 use crate::whatsapp::GraphClient;
 

@@ -316,7 +316,7 @@ impl AgentTurn {
                 Some(&turn.lease),
                 self.provider,
                 messages,
-                Utc::now(),
+                self.store.db_time(Utc::now()),
             )
             .await
             .context("failed to record the turn")

@@ -18,7 +18,6 @@ use crate::whatsapp::Recipient;
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub id: JobId,
-    pub attempt: i64,
     pub tenant: Tenant,
     pub conversation: ConversationId,
     pub contact: ConversationContact,
@@ -37,7 +36,7 @@ impl Turn {
             customer: self.contact.contact_id,
             conversation: self.conversation,
             turn: Some(self.id),
-            turn_attempt: Some(self.attempt),
+            turn_attempt: Some(self.lease.attempt),
             trigger_message_id: self.trigger_message_id.as_deref(),
             tool_use_id,
             now: Utc::now(),

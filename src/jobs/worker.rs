@@ -10,10 +10,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Backoff, ClaimedJob, FailOutcome, JobState, to_delta};
+use super::{Backoff, ClaimedJob, FailOutcome, JobState, Turn, TurnHandler, to_delta};
 use crate::config::QueueConfig;
 use crate::domain::JobId;
-use crate::jobs::{Turn, TurnHandler};
 use crate::metrics::Metrics;
 use crate::store::{InboundStore, JobStore, LedgerStore, Store, TenantStore};
 use crate::supervise::{RESTART_DELAY, supervise};
@@ -153,7 +152,6 @@ impl Worker {
         }
         let turn = Turn {
             id: job.id,
-            attempt: job.attempt,
             tenant,
             conversation: job.conversation,
             contact,

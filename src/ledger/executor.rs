@@ -321,8 +321,8 @@ impl Executor {
                 Outcome::Retryable { error: format!("the outcome is unknown ({e}); the next attempt checks first") },
             ),
         };
-        let mut pause = SETTLE_RETRY_PAUSE;
-        for tries_left in (0..SETTLE_TRIES).rev() {
+        let (mut pause, mut tries) = (SETTLE_RETRY_PAUSE, 1);
+        loop {
             match self.store.settle_execution(tenant, id, attempt.generation, &settlement, clock()).await {
                 Ok(true) => return Ok(outcome),
                 Ok(false) => {
@@ -331,15 +331,14 @@ impl Executor {
                 }
                 // The effect may have happened: the outcome must not be abandoned on a
                 // passing database error.
-                Err(e) if tries_left > 0 => {
+                Err(e) if tries < SETTLE_TRIES => {
                     tracing::warn!(%key, error = %e, "storing the outcome failed; retrying");
                     tokio::time::sleep(pause).await;
-                    pause *= 2;
+                    (pause, tries) = (pause * 2, tries + 1);
                 }
                 Err(e) => return Err(e.into()),
             }
         }
-        unreachable!("the last try returns")
     }
 }
 

@@ -124,29 +124,49 @@ fn db(e: sqlx::Error) -> BookingError {
 }
 
 /// Runs `$body` (which yields the written appointment) inside a write transaction fenced by
-/// `$settle`, then settles the ledger row with it and commits.
+/// `$settle`, then settles the ledger row with it and commits. The whole transaction runs again
+/// when the database broke a deadlock by failing it.
 macro_rules! fenced_write {
-    ($store:expr, $tenant:expr, $settle:expr, $now:expr, |$tx:ident, $pool:ident| $body:expr) => {
-        writing!($store, $pool => {
-            let mut $tx = $pool.begin_write().await.map_err(db)?;
-            if let Some(settle) = $settle
-                && !hold_fence!($tx, $tenant, settle.fence).map_err(db)?
-            {
-                return Err(BookingError::Fenced);
+    ($store:expr, $tenant:expr, $settle:expr, $now:expr, |$tx:ident, $pool:ident| $body:expr) => {{
+        let mut tries = 1;
+        loop {
+            let attempt = async {
+                writing!($store, $pool => {
+                    let mut $tx = $pool.begin_write().await.map_err(db)?;
+                    if let Some(settle) = $settle
+                        && !hold_fence!($tx, $tenant, settle.fence).map_err(db)?
+                    {
+                        return Err(BookingError::Fenced);
+                    }
+                    let appointment: Appointment = $body;
+                    if let Some(settle) = $settle {
+                        let result = (settle.render)(&appointment);
+                        let settled =
+                            settle_in_tx!($tx, $tenant, settle.fence, &subject(appointment.id), &result, $now)
+                                .map_err(db)?;
+                        if !settled {
+                            return Err(BookingError::Fenced);
+                        }
+                    }
+                    $tx.commit().await.map_err(db)?;
+                    Ok::<Appointment, BookingError>(appointment)
+                })
             }
-            let appointment: Appointment = $body;
-            if let Some(settle) = $settle {
-                let result = (settle.render)(&appointment);
-                let settled = settle_in_tx!($tx, $tenant, settle.fence, &subject(appointment.id), &result, $now)
-                    .map_err(db)?;
-                if !settled {
-                    return Err(BookingError::Fenced);
-                }
+            .await;
+            match attempt {
+                Err(e) if tries < DEADLOCK_RETRIES && is_deadlock(&e) => tries += 1,
+                result => break result,
             }
-            $tx.commit().await.map_err(db)?;
-            Ok(appointment)
-        })
-    };
+        }
+    }};
+}
+
+/// An appointment with the ledger key that describes it now.
+#[derive(sqlx::FromRow)]
+struct Keyed {
+    #[sqlx(flatten)]
+    appointment: Appointment,
+    idempotency_key: Option<String>,
 }
 
 /// Takes the customer's active appointment `id` for a move or a cancel: locks it (on
@@ -157,12 +177,21 @@ macro_rules! fenced_write {
 macro_rules! release_active {
     ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $settle:expr, $now:expr) => {{
         let sql = $pool.pick(
-            "SELECT starts_at, idempotency_key FROM appointments
-             WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')",
-            "SELECT starts_at, idempotency_key FROM appointments
-             WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed') FOR UPDATE",
+            concat!(
+                "SELECT ",
+                appointment_columns!(),
+                ", idempotency_key FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')"
+            ),
+            concat!(
+                "SELECT ",
+                appointment_columns!(),
+                ", idempotency_key FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')
+                 FOR UPDATE"
+            ),
         );
-        let current: Option<(DateTime<Utc>, Option<String>)> = sqlx::query_as(sql)
+        let current: Option<Keyed> = sqlx::query_as(sql)
             .bind($tenant.0)
             .bind($contact.0)
             .bind($id)
@@ -171,20 +200,10 @@ macro_rules! release_active {
             .map_err(db)?;
         let key = match current {
             None => return Err(BookingError::NotFound(format!("active booking {}", $id))),
-            Some((starts_at, _)) if starts_at <= $now => {
-                let started: Appointment = sqlx::query_as(concat!(
-                    "SELECT ",
-                    appointment_columns!(),
-                    " FROM appointments WHERE tenant_id = $1 AND id = $2"
-                ))
-                .bind($tenant.0)
-                .bind($id)
-                .fetch_one(&mut *$tx)
-                .await
-                .map_err(db)?;
-                return Err(BookingError::AlreadyStarted(Box::new(started)));
+            Some(c) if c.appointment.starts_at <= $now => {
+                return Err(BookingError::AlreadyStarted(Box::new(c.appointment)));
             }
-            Some((_, key)) => key,
+            Some(c) => c.idempotency_key,
         };
         supersede_subject!($tx, $tenant, &subject($id), key.as_deref(), $settle.map(|s| s.fence), $now).map_err(db)?;
     }};
@@ -199,21 +218,49 @@ fn is_deadlock(e: &BookingError) -> bool {
         if matches!(db.code().as_deref(), Some("40P01" | "40001")))
 }
 
-/// Runs a write again when the database broke a deadlock by failing it.
-macro_rules! retry_deadlocks {
-    ($write:expr) => {{
-        let mut tries = 1;
-        loop {
-            match $write.await {
-                Err(e) if tries < DEADLOCK_RETRIES && is_deadlock(&e) => tries += 1,
-                result => break result,
-            }
-        }
-    }};
-}
+impl BookingStore for Store {
+    async fn busy_blocks(
+        &self,
+        tenant: TenantId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Vec<(i64, DateTime<Utc>, DateTime<Utc>)>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT professional_id, starts_at, ends_at FROM appointments
+                 WHERE tenant_id = $1 AND status IN ('held', 'confirmed') AND starts_at < $3 AND ends_at > $2",
+            )
+            .bind(tenant.0)
+            .bind(from)
+            .bind(to)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
 
-impl Store {
-    async fn insert_once(
+    async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND id = $2"))
+                .bind(tenant.0)
+                .bind(id)
+                .fetch_optional(pool)
+                .await
+        })?)
+    }
+
+    async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"
+            ))
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn insert_appointment(
         &self,
         new: &NewAppointment<'_>,
         settle: Option<&SettleWith<'_>>,
@@ -277,7 +324,7 @@ impl Store {
         })
     }
 
-    async fn cancel_once(
+    async fn cancel_appointment(
         &self,
         tenant: TenantId,
         contact: ContactId,
@@ -301,7 +348,7 @@ impl Store {
         })
     }
 
-    async fn move_once(
+    async fn move_appointment(
         &self,
         to: &Move<'_>,
         settle: Option<&SettleWith<'_>>,
@@ -325,78 +372,6 @@ impl Store {
             .await
             .map_err(overlap_or)?
         })
-    }
-}
-
-impl BookingStore for Store {
-    async fn busy_blocks(
-        &self,
-        tenant: TenantId,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> StoreResult<Vec<(i64, DateTime<Utc>, DateTime<Utc>)>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(
-                "SELECT professional_id, starts_at, ends_at FROM appointments
-                 WHERE tenant_id = $1 AND status IN ('held', 'confirmed') AND starts_at < $3 AND ends_at > $2",
-            )
-            .bind(tenant.0)
-            .bind(from)
-            .bind(to)
-            .fetch_all(pool)
-            .await
-        })?)
-    }
-
-    async fn appointment(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Appointment>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(concat!("SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND id = $2"))
-                .bind(tenant.0)
-                .bind(id)
-                .fetch_optional(pool)
-                .await
-        })?)
-    }
-
-    async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(concat!(
-                "SELECT ", appointment_columns!(), " FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2"
-            ))
-            .bind(tenant.0)
-            .bind(key.as_str())
-            .fetch_optional(pool)
-            .await
-        })?)
-    }
-
-    async fn insert_appointment(
-        &self,
-        new: &NewAppointment<'_>,
-        settle: Option<&SettleWith<'_>>,
-        now: DateTime<Utc>,
-    ) -> Result<Appointment, BookingError> {
-        retry_deadlocks!(self.insert_once(new, settle, now))
-    }
-
-    async fn cancel_appointment(
-        &self,
-        tenant: TenantId,
-        contact: ContactId,
-        id: i64,
-        settle: Option<&SettleWith<'_>>,
-        now: DateTime<Utc>,
-    ) -> Result<Appointment, BookingError> {
-        retry_deadlocks!(self.cancel_once(tenant, contact, id, settle, now))
-    }
-
-    async fn move_appointment(
-        &self,
-        to: &Move<'_>,
-        settle: Option<&SettleWith<'_>>,
-        now: DateTime<Utc>,
-    ) -> Result<Appointment, BookingError> {
-        retry_deadlocks!(self.move_once(to, settle, now))
     }
 
     async fn upcoming_appointments(

@@ -209,7 +209,7 @@ impl InboundStore for Store {
 /// A stored contact matched by one of an inbound message's identities.
 #[derive(sqlx::FromRow)]
 struct KnownContact {
-    id: i64,
+    external_key: String,
     wa_id: Option<String>,
     user_id: Option<String>,
     username: Option<String>,
@@ -249,7 +249,7 @@ impl Store {
         let wa_id = contact.wa_id.as_ref().map(PhoneE164::digits);
         let known: Option<KnownContact> = reading!(self, pool => {
             sqlx::query_as(
-                "SELECT c.id, c.wa_id, c.user_id, c.username, c.profile_name, v.id AS conversation
+                "SELECT c.external_key, c.wa_id, c.user_id, c.username, c.profile_name, v.id AS conversation
                  FROM contacts c
                  LEFT JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
                  WHERE c.tenant_id = $1 AND (c.external_key = $2 OR c.wa_id = $3 OR c.user_id = $4)
@@ -271,50 +271,29 @@ impl Store {
         }
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let contact_id: i64 = match &known {
-                Some(known) => {
-                    sqlx::query_scalar(
-                        "UPDATE contacts SET
-                             wa_id = COALESCE($2, wa_id),
-                             user_id = COALESCE($3, user_id),
-                             username = COALESCE($4, username),
-                             profile_name = COALESCE($5, profile_name),
-                             updated_at = $6
-                         WHERE id = $1
-                         RETURNING id",
-                    )
-                    .bind(known.id)
-                    .bind(wa_id)
-                    .bind(contact.user_id.as_deref())
-                    .bind(contact.username.as_deref())
-                    .bind(contact.profile_name.as_deref())
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?
-                }
-                None => {
-                    sqlx::query_scalar(
-                        "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-                         ON CONFLICT (tenant_id, external_key) DO UPDATE SET
-                             wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
-                             user_id = COALESCE(excluded.user_id, contacts.user_id),
-                             username = COALESCE(excluded.username, contacts.username),
-                             profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
-                             updated_at = excluded.updated_at
-                         RETURNING id",
-                    )
-                    .bind(tenant.0)
-                    .bind(&external_key)
-                    .bind(wa_id)
-                    .bind(contact.user_id.as_deref())
-                    .bind(contact.username.as_deref())
-                    .bind(contact.profile_name.as_deref())
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?
-                }
-            };
+            // The contact found (by any identity) is upserted under its own key, so a new
+            // identity is attached to it instead of starting another contact.
+            let key = known.as_ref().map_or(external_key.as_str(), |k| k.external_key.as_str());
+            let contact_id: i64 = sqlx::query_scalar(
+                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
+                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
+                     user_id = COALESCE(excluded.user_id, contacts.user_id),
+                     username = COALESCE(excluded.username, contacts.username),
+                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
+                     updated_at = excluded.updated_at
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(key)
+            .bind(wa_id)
+            .bind(contact.user_id.as_deref())
+            .bind(contact.username.as_deref())
+            .bind(contact.profile_name.as_deref())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
             let conversation: i64 = sqlx::query_scalar(
                 "INSERT INTO conversations (tenant_id, contact_id, created_at) VALUES ($1, $2, $3)
                  ON CONFLICT (tenant_id, contact_id) DO UPDATE SET contact_id = excluded.contact_id

@@ -151,9 +151,9 @@ pub trait LedgerStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Stores the outcome; false when `generation` no longer holds the row. Storing the same
-    /// state again under the same generation (the atomic phase stored it with the effect)
-    /// succeeds.
+    /// Stores the outcome; false when `generation` no longer holds the row. A row this
+    /// generation already settled (the atomic phase stored the outcome with the effect) is left
+    /// as it is and counts as stored: a takeover would have bumped the generation.
     async fn settle_execution(
         &self,
         tenant: TenantId,
@@ -292,7 +292,7 @@ impl LedgerStore for Store {
             sqlx::query(
                 "UPDATE agent_tool_executions SET status = $1, result = $2, error = $3, locked_until = NULL,
                      updated_at = $4, completed_at = $4
-                 WHERE tenant_id = $5 AND id = $6 AND generation = $7 AND status IN ('running', $1)",
+                 WHERE tenant_id = $5 AND id = $6 AND generation = $7 AND status = 'running'",
             )
             .bind(settlement.state.as_str())
             .bind(settlement.result.map(Json))
@@ -305,7 +305,21 @@ impl LedgerStore for Store {
             .await
             .map(|r| r.rows_affected())
         })?;
-        Ok(n == 1)
+        if n == 1 {
+            return Ok(true);
+        }
+        let settled: Option<i32> = reading!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT 1 FROM agent_tool_executions
+                 WHERE tenant_id = $1 AND id = $2 AND generation = $3 AND status <> 'running'",
+            )
+            .bind(tenant.0)
+            .bind(id)
+            .bind(generation)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(settled.is_some())
     }
 
     async fn executions_of_conversation(

@@ -12,7 +12,7 @@ use crate::payloads::{bytes, text_payload};
 use crate::scenario::Scenario;
 
 /// A weekday at least two days ahead, 14:00 in São Paulo (Zé works then).
-fn slot() -> String {
+pub fn slot() -> String {
     let mut day = (Utc::now() + TimeDelta::days(2)).date_naive();
     while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
         day = day.succ_opt().unwrap();
@@ -20,14 +20,19 @@ fn slot() -> String {
     format!("{day}T14:00:00-03:00")
 }
 
-async fn agent_app(db: &TestDb, fake: &FakeModel, extra: &[(&str, &str)]) -> (Scenario, TestApp) {
-    let s = Scenario::new(db).await;
+/// The app answering with the fake model; replies stay local: this is about the turn.
+pub fn agent_config(fake: &FakeModel, extra: &[(&str, &str)]) -> balcao::config::Config {
     let mut vars =
         vec![("AGENT", "anthropic"), ("ANTHROPIC_API_KEY", "sk-test"), ("ANTHROPIC_BASE_URL", fake.url.as_str())];
     vars.extend_from_slice(extra);
     let mut config = test_config("http://127.0.0.1:9", &vars);
-    config.whatsapp.access_token = None; // replies stay local: this is about the turn
-    let app = TestApp::spawn(db, config).await;
+    config.whatsapp.access_token = None;
+    config
+}
+
+async fn agent_app(db: &TestDb, fake: &FakeModel, extra: &[(&str, &str)]) -> (Scenario, TestApp) {
+    let s = Scenario::new(db).await;
+    let app = TestApp::spawn(db, agent_config(fake, extra)).await;
     (s, app)
 }
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::contract;
 use crate::scenario::{Scenario, catalog_file, now};
 
-fn executed(o: Outcome) -> Value {
+pub fn executed(o: Outcome) -> Value {
     match o {
         Outcome::Executed(v) => v,
         other => panic!("expected executed, got {other:?}"),

@@ -26,19 +26,14 @@ use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use crate::agent::{agent_config, slot};
+use crate::booking::executed;
 use crate::common::{TestApp, TestDb, test_config};
 use crate::contract;
 use crate::fake_model::{FakeModel, says, tool_use};
 use crate::jobs::{record, timing};
 use crate::payloads::{bytes, text_payload};
 use crate::scenario::{Scenario, catalog_file};
-
-fn executed(o: Outcome) -> Value {
-    match o {
-        Outcome::Executed(v) => v,
-        other => panic!("expected Executed, got {other:?}"),
-    }
-}
 
 fn refusal(o: &Outcome) -> (&str, &Value) {
     match o {
@@ -215,15 +210,6 @@ contract!(the_turn_context_lists_calls_still_in_flight, |db| async move {
     assert!(system.contains("create_booking") && system.contains("in progress"), "{system}");
 });
 
-fn agent_config(fake: &FakeModel, extra: &[(&str, &str)]) -> balcao::config::Config {
-    let mut vars =
-        vec![("AGENT", "anthropic"), ("ANTHROPIC_API_KEY", "sk-test"), ("ANTHROPIC_BASE_URL", fake.url.as_str())];
-    vars.extend_from_slice(extra);
-    let mut config = test_config("http://127.0.0.1:9", &vars);
-    config.whatsapp.access_token = None;
-    config
-}
-
 /// Wraps a tool: its first call stops where a dying worker would, after the ledger reserved
 /// the key and before anything else (see [`Stop`]); later calls run the tool.
 struct StopsOnce {
@@ -298,16 +284,6 @@ fn agent_with(store: &Store, replier: Replier, fake: &FakeModel, stop: Stop) -> 
         settings: AgentSettings { max_steps: 6, max_tokens: 512, history_turns: 20, history_budget_chars: 60_000 },
         fallback: guided,
     })
-}
-
-/// A weekday at least two days ahead, 14:00 in São Paulo (Zé works then).
-fn slot() -> String {
-    use chrono::{Datelike, Weekday};
-    let mut day = (Utc::now() + TimeDelta::days(2)).date_naive();
-    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
-        day = day.succ_opt().unwrap();
-    }
-    format!("{day}T14:00:00-03:00")
 }
 
 /// Every `tool_use` in the stored history is answered by the next message.

@@ -28,6 +28,16 @@ async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
     panic!("timed out waiting for {what}");
 }
 
+/// Runs the whole app (HTTP, workers, sender) until `stop` is sent; returns its URL.
+fn run(app: App) -> (String, oneshot::Sender<()>, tokio::task::JoinHandle<anyhow::Result<()>>) {
+    let url = format!("http://{}", app.local_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    (url, stop, server)
+}
+
 fn signed_post(client: &reqwest::Client, url: &str, body: &[u8]) -> reqwest::RequestBuilder {
     client
         .post(format!("{url}/webhooks/whatsapp"))
@@ -40,11 +50,7 @@ contract!(a_message_is_answered_end_to_end, |db| async move {
     let graph = FakeGraph::start().await;
     let config = test_config(&graph.url, &[("BALCAO_DEBOUNCE_MS", "50"), ("BALCAO_DEBOUNCE_MAX_MS", "200")]);
     let app = App::build(config, db.store.clone()).await.unwrap();
-    let url = format!("http://{}", app.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(app.run_until_stopped(async move {
-        let _ = stopped.await;
-    }));
+    let (url, stop, server) = run(app);
     let client = reqwest::Client::new();
     let status = signed_post(&client, &url, &bytes(&fixture("text"))).send().await.unwrap().status();
     assert_eq!(status, 200);
@@ -88,11 +94,7 @@ contract!(shutdown_finishes_in_flight_turns, |db| async move {
     let app = App::build_with(config, db.store.clone(), move |ctx| Arc::new(Slow { replier: ctx.replier, started: s }))
         .await
         .unwrap();
-    let url = format!("http://{}", app.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(app.run_until_stopped(async move {
-        let _ = stopped.await;
-    }));
+    let (url, stop, server) = run(app);
     let client = reqwest::Client::new();
     signed_post(&client, &url, &bytes(&fixture("text"))).send().await.unwrap();
     started.notified().await;
@@ -149,11 +151,7 @@ contract!(a_worker_that_panics_is_restarted, |db| async move {
     })
     .await
     .unwrap();
-    let url = format!("http://{}", app.local_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(app.run_until_stopped(async move {
-        let _ = stopped.await;
-    }));
+    let (url, stop, server) = run(app);
     let client = reqwest::Client::new();
     signed_post(&client, &url, &bytes(&fixture("text"))).send().await.unwrap();
     // The turn's lease runs out, maintenance returns it to the queue, the restarted worker

@@ -37,34 +37,23 @@ fn refused(message: impl Into<String>, details: Value) -> ToolFailure {
 /// Checks that `start` is an offered start of `professional_id` for `service_id` (hours,
 /// notice, horizon, step, time off), ignoring existing bookings: the database decides
 /// overlaps.
-async fn check_offered(
-    store: &Store,
-    call: &ToolCall<'_>,
-    service_id: i64,
-    professional_id: i64,
-    start: DateTime<Utc>,
-) -> Result<(), ToolFailure> {
-    let date = start.with_timezone(&call.ctx.tenant.timezone).date_naive();
-    let offered = free_slots(store, call, service_id, date, Some(professional_id), Bookings::Ignore).await?;
-    if offered.iter().any(|(s, _)| s.starts_at == start) {
+async fn check_offered(store: &Store, call: &ToolCall<'_>, wanted: Wanted) -> Result<(), ToolFailure> {
+    let date = wanted.start.with_timezone(&call.ctx.tenant.timezone).date_naive();
+    let offered =
+        free_slots(store, call, wanted.service_id, date, Some(wanted.professional_id), Bookings::Ignore).await?;
+    if offered.iter().any(|(s, _)| s.starts_at == wanted.start) {
         return Ok(());
     }
     Err(refused(
         "not_available: that time is not offered (outside working hours, too soon or too far ahead)",
-        json!({ "reason": "not_available", "alternatives": alternatives(store, call, service_id, professional_id, start).await }),
+        json!({ "reason": "not_available", "alternatives": alternatives(store, call, wanted).await }),
     ))
 }
 
 /// What the customer can still choose that day, sent along with a refusal.
-async fn alternatives(
-    store: &Store,
-    call: &ToolCall<'_>,
-    service_id: i64,
-    professional_id: i64,
-    start: DateTime<Utc>,
-) -> Value {
-    let date = start.with_timezone(&call.ctx.tenant.timezone).date_naive();
-    match free_slots(store, call, service_id, date, Some(professional_id), Bookings::Exclude).await {
+async fn alternatives(store: &Store, call: &ToolCall<'_>, wanted: Wanted) -> Value {
+    let date = wanted.start.with_timezone(&call.ctx.tenant.timezone).date_naive();
+    match free_slots(store, call, wanted.service_id, date, Some(wanted.professional_id), Bookings::Exclude).await {
         Ok(free) => Value::from(slots_json(&free, call.ctx.tenant.timezone)),
         Err(_) => Value::Array(Vec::new()),
     }
@@ -81,21 +70,28 @@ fn renderer(
     move |a: &Appointment| booking_json(a, &services, &professionals, tz)
 }
 
-/// How a write that failed in the store is told to the model.
-async fn booking_failure(
-    store: &Store,
-    call: &ToolCall<'_>,
-    e: BookingError,
+/// The slot a write asked for: what a "slot taken" refusal offers alternatives to.
+#[derive(Debug, Clone, Copy)]
+struct Wanted {
     service_id: i64,
     professional_id: i64,
     start: DateTime<Utc>,
-) -> ToolFailure {
+}
+
+/// How a write that failed in the store is told to the model.
+async fn booking_failure(store: &Store, call: &ToolCall<'_>, e: BookingError, wanted: Option<Wanted>) -> ToolFailure {
     let tz = call.ctx.tenant.timezone;
     match e {
-        BookingError::SlotTaken => refused(
-            "slot_taken: that time was just taken by someone else",
-            json!({ "reason": "slot_taken", "alternatives": alternatives(store, call, service_id, professional_id, start).await }),
-        ),
+        BookingError::SlotTaken => {
+            let alternatives = match wanted {
+                Some(wanted) => alternatives(store, call, wanted).await,
+                None => Value::Array(Vec::new()),
+            };
+            refused(
+                "slot_taken: that time was just taken by someone else",
+                json!({ "reason": "slot_taken", "alternatives": alternatives }),
+            )
+        }
         BookingError::CustomerOverlap(own) => refused(
             format!(
                 "conflict: the customer already has booking {} at {}; move or cancel it first, or choose another time",
@@ -225,7 +221,8 @@ impl Tool for CreateBooking {
             .iter()
             .find(|s| s.id == service_id)
             .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
-        check_offered(&self.store, call, service_id, professional_id, start).await?;
+        let wanted = Wanted { service_id, professional_id, start };
+        check_offered(&self.store, call, wanted).await?;
         let (starts_at, ends_at) = block(service, start);
         let new = NewAppointment {
             tenant: ctx.tenant.id,
@@ -241,7 +238,7 @@ impl Tool for CreateBooking {
         let settle = SettleWith { fence: attempt.fence(), render: &render };
         match self.store.insert_appointment(&new, Some(&settle), ctx.now).await {
             Ok(appointment) => Ok(render(&appointment)),
-            Err(e) => Err(booking_failure(&self.store, call, e, service_id, professional_id, start).await),
+            Err(e) => Err(booking_failure(&self.store, call, e, Some(wanted)).await),
         }
     }
 }
@@ -283,10 +280,7 @@ impl Tool for CancelBooking {
         let settle = SettleWith { fence: attempt.fence(), render: &render };
         match self.store.cancel_appointment(ctx.tenant.id, ctx.customer, id, Some(&settle), ctx.now).await {
             Ok(cancelled) => Ok(render(&cancelled)),
-            Err(e) => {
-                let start = ctx.now;
-                Err(booking_failure(&self.store, call, e, 0, 0, start).await)
-            }
+            Err(e) => Err(booking_failure(&self.store, call, e, None).await),
         }
     }
 }
@@ -346,12 +340,13 @@ impl Tool for RescheduleBooking {
         };
         if current.starts_at <= ctx.now {
             let e = BookingError::AlreadyStarted(Box::new(current));
-            return Err(booking_failure(&self.store, call, e, 0, 0, start).await);
+            return Err(booking_failure(&self.store, call, e, None).await);
         }
         if current.starts_at == start {
             return Ok(render(&current));
         }
-        check_offered(&self.store, call, current.service_id, current.professional_id, start).await?;
+        let wanted = Wanted { service_id: current.service_id, professional_id: current.professional_id, start };
+        check_offered(&self.store, call, wanted).await?;
         let key = create_key(ctx, current.professional_id, start)?;
         let to = Move {
             tenant: ctx.tenant.id,
@@ -364,9 +359,7 @@ impl Tool for RescheduleBooking {
         let settle = SettleWith { fence: attempt.fence(), render: &render };
         match self.store.move_appointment(&to, Some(&settle), ctx.now).await {
             Ok(moved) => Ok(render(&moved)),
-            Err(e) => {
-                Err(booking_failure(&self.store, call, e, current.service_id, current.professional_id, start).await)
-            }
+            Err(e) => Err(booking_failure(&self.store, call, e, Some(wanted)).await),
         }
     }
 }
