@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use balcao::domain::DatabaseUrl;
 use balcao::domain::{ContactId, ConversationId};
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
-use balcao::jobs::TurnTiming;
+use balcao::jobs::{JobKind, TurnTiming};
 use balcao::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Tool, ToolCall, ToolFailure,
     ToolSpec, derive_key, fingerprint,
@@ -79,7 +79,8 @@ async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, Conversa
         raw: json!({}),
     };
     let timing = TurnTiming { debounce: TimeDelta::zero(), debounce_max: TimeDelta::zero(), max_attempts: 1 };
-    let Ok(Recorded::New { conversation, .. }) = store.record_inbound(tenant.id, &message, &timing, Utc::now()).await
+    let Ok(Recorded::New { conversation, .. }) =
+        store.record_inbound(tenant.id, &message, JobKind::Turn, &timing, Utc::now()).await
     else {
         panic!("record");
     };

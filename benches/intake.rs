@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use balcao::domain::DatabaseUrl;
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
-use balcao::jobs::TurnTiming;
+use balcao::jobs::{JobKind, TurnTiming};
 use balcao::store::{InboundStore, Store, TenantStore};
 use balcao::tenant::{TenantDirectory, TenantSpec};
 use chrono::{TimeDelta, Utc};
@@ -167,7 +167,7 @@ async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String 
                     sent_at: None,
                     raw: serde_json::json!({ "id": wamid("direct", i) }),
                 };
-                store.record_inbound(tenant.id, &message, &timing, Utc::now()).await.expect("record");
+                store.record_inbound(tenant.id, &message, JobKind::Turn, &timing, Utc::now()).await.expect("record");
             }
         })
         .await

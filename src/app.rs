@@ -16,8 +16,9 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::tools::booking_tools;
-use crate::agent::{AgentSettings, AgentTurn, GuidedTurn};
+use crate::actions::{ClickHandler, Proposer, run_expiry};
+use crate::agent::tools::{ProposeBooking, booking_tools, merchant_tools};
+use crate::agent::{AgentSettings, AgentTurn, Audience, ByAudience, ByKind, GuidedTurn, MerchantMenu};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::jobs::{TurnHandler, TurnTiming, Worker, WorkerPool};
@@ -53,6 +54,10 @@ fn model_client(config: &Config) -> anyhow::Result<Option<(&'static str, Arc<dyn
     })
 }
 
+/// How often proposals and charges are expired and reminders sent: minutes matter here, not
+/// milliseconds.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
 pub struct App {
     listener: TcpListener,
     router: axum::Router,
@@ -60,6 +65,7 @@ pub struct App {
     sender: OutboxSender,
     wake_workers: Arc<Notify>,
     config: Config,
+    replier: Replier,
     pub store: Store,
     pub metrics: Metrics,
 }
@@ -69,6 +75,10 @@ pub struct HandlerContext {
     pub store: Store,
     pub replier: Replier,
     pub config: Config,
+    /// Proposes pending actions (the cancel and charge tools, the guided menu).
+    pub proposer: Proposer,
+    /// The click path, which `confirm_action` shares.
+    pub clicks: Arc<ClickHandler>,
 }
 
 impl App {
@@ -77,27 +87,43 @@ impl App {
         let model = model_client(&config)?;
         Self::build_with(config, store, move |ctx| {
             let executor = Executor::new(ctx.store.clone(), ctx.config.ledger.lease);
-            let tools = booking_tools(&ctx.store);
+            let tools = booking_tools(&ctx.store, &ctx.proposer, &ctx.clicks);
+            let mut guided_tools = tools.clone();
+            guided_tools.push(Arc::new(ProposeBooking { proposer: ctx.proposer.clone() }));
             let guided: Arc<dyn TurnHandler> =
-                Arc::new(GuidedTurn { executor: executor.clone(), tools: tools.clone(), replier: ctx.replier.clone() });
-            match model {
-                Some((provider, model)) => Arc::new(AgentTurn {
-                    executor,
-                    tools,
-                    store: ctx.store,
-                    model,
-                    provider,
-                    replier: ctx.replier,
-                    settings: AgentSettings {
-                        max_steps: ctx.config.agent.max_steps,
-                        max_tokens: ctx.config.agent.max_tokens,
-                        history_turns: ctx.config.agent.history_turns,
-                        history_budget_chars: ctx.config.agent.history_budget_chars,
-                    },
-                    fallback: guided,
-                }),
-                None => guided,
-            }
+                Arc::new(GuidedTurn { executor: executor.clone(), tools: guided_tools, replier: ctx.replier.clone() });
+            let staff_tools = merchant_tools(&ctx.store, &ctx.proposer, &ctx.clicks);
+            let menu: Arc<dyn TurnHandler> = Arc::new(MerchantMenu {
+                store: ctx.store.clone(),
+                executor: executor.clone(),
+                tools: staff_tools.clone(),
+                replier: ctx.replier.clone(),
+            });
+            let (customer, merchant) = match model {
+                Some((provider, model)) => {
+                    let agent = |tools, audience, fallback| -> Arc<dyn TurnHandler> {
+                        Arc::new(AgentTurn {
+                            executor: executor.clone(),
+                            tools,
+                            store: ctx.store.clone(),
+                            model: model.clone(),
+                            provider,
+                            replier: ctx.replier.clone(),
+                            settings: AgentSettings {
+                                max_steps: ctx.config.agent.max_steps,
+                                max_tokens: ctx.config.agent.max_tokens,
+                                history_turns: ctx.config.agent.history_turns,
+                                history_budget_chars: ctx.config.agent.history_budget_chars,
+                            },
+                            fallback,
+                            audience,
+                        })
+                    };
+                    (agent(tools, Audience::Customer, guided), agent(staff_tools, Audience::Merchant, menu))
+                }
+                None => (guided, menu),
+            };
+            Arc::new(ByAudience { store: ctx.store.clone(), customer, merchant })
         })
         .await
     }
@@ -139,7 +165,17 @@ impl App {
         let wake_sender = Arc::new(Notify::new());
         let default_token = config.whatsapp.access_token.clone();
         let replier = Replier::new(store.clone(), default_token.clone(), local_mode, wake_sender.clone());
-        let handler = handler(HandlerContext { store: store.clone(), replier, config: config.clone() });
+        let clicks = Arc::new(ClickHandler::new(store.clone(), replier.clone(), config.ledger.lease));
+        let proposer = clicks.proposer.clone();
+        let turns = handler(HandlerContext {
+            store: store.clone(),
+            replier: replier.clone(),
+            config: config.clone(),
+            proposer,
+            clicks: clicks.clone(),
+        });
+        // A click never reaches the turn handler (nor the model): it has its own path.
+        let handler: Arc<dyn TurnHandler> = Arc::new(ByKind { clicks, turns });
         let worker = Worker::new(
             format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
             store.clone(),
@@ -170,10 +206,21 @@ impl App {
             wake_workers: wake_workers.clone(),
             admin_token: config.admin_token.clone(),
             simulator_open: local_mode && loopback,
+            replier: replier.clone(),
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
-        Ok(Self { listener, router: http::router(state), worker, sender, wake_workers, config, store, metrics })
+        Ok(Self {
+            listener,
+            router: http::router(state),
+            worker,
+            sender,
+            wake_workers,
+            config,
+            store,
+            metrics,
+            replier,
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -208,6 +255,16 @@ impl App {
         let stop = CancellationToken::new();
         let pool = with_workers.then(|| {
             let mut pool = WorkerPool::start(&self.worker, self.wake_workers.clone(), stop.clone());
+            let (store, replier, every, stop_expiry) =
+                (self.store.clone(), self.replier.clone(), SWEEP_EVERY, stop.clone());
+            pool.spawn("action-expiry".to_owned(), move || {
+                run_expiry(store.clone(), replier.clone(), every, stop_expiry.clone())
+            });
+            let (store, replier, every, stop_reminders) =
+                (self.store.clone(), self.replier.clone(), SWEEP_EVERY, stop.clone());
+            pool.spawn("reminders".to_owned(), move || {
+                crate::reminders::run(store.clone(), replier.clone(), every, stop_reminders.clone())
+            });
             // Local mode sends nothing, so it needs no sender (which would refuse anyway).
             if !self.config.whatsapp.local_mode {
                 let (sender, poll, stop) = (self.sender.clone(), self.config.queue.poll_interval, stop.clone());

@@ -1,7 +1,8 @@
 //! `balcao chat`: be a customer of a tenant from the terminal, against a running server,
 //! without a WhatsApp account. Each line becomes a signed webhook payload (as Meta would send
-//! it); replies are read back from the outbox through the simulator API. Lists and buttons are
-//! shown as numbered choices: typing the number clicks it.
+//! it); replies are read back from the outbox through the simulator API. Lists, buttons and a
+//! template's quick replies are shown as numbered choices: typing the number clicks it (a quick
+//! reply comes back as a `type: button` message, as Meta sends it).
 
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
@@ -29,9 +30,42 @@ pub struct ChatSession {
 
 /// A choice the customer can click.
 struct Choice {
-    kind: &'static str,
+    kind: ChoiceKind,
     id: String,
     title: String,
+}
+
+#[derive(Clone, Copy)]
+enum ChoiceKind {
+    /// `interactive.button_reply`
+    Button,
+    /// `interactive.list_reply`
+    ListRow,
+    /// A template's quick reply: `type: button` with `button.payload` and `button.text`.
+    QuickReply,
+}
+
+impl Choice {
+    /// The `messages[]` element Meta would send for a click on this choice.
+    fn message(&self, from: &str, wamid: &str, timestamp: &str) -> Value {
+        let mut m = json!({ "from": from, "id": wamid, "timestamp": timestamp });
+        let reply = |kind: &str| json!({ "type": kind, kind: { "id": self.id, "title": self.title } });
+        match self.kind {
+            ChoiceKind::Button => {
+                m["type"] = json!("interactive");
+                m["interactive"] = reply("button_reply");
+            }
+            ChoiceKind::ListRow => {
+                m["type"] = json!("interactive");
+                m["interactive"] = reply("list_reply");
+            }
+            ChoiceKind::QuickReply => {
+                m["type"] = json!("button");
+                m["button"] = json!({ "payload": self.id, "text": self.title });
+            }
+        }
+        m
+    }
 }
 
 impl ChatSession {
@@ -71,11 +105,20 @@ impl ChatSession {
             if line.is_empty() {
                 continue;
             }
+            if let Some(number) = line.strip_prefix("/pago") {
+                self.mark_paid(&http, number.trim(), &mut out).await?;
+                let (replies, last) = self.wait_for_replies(&http, &wa_id, seen).await?;
+                seen = last;
+                for reply in replies {
+                    render(&reply, &mut choices, &mut out)?;
+                }
+                continue;
+            }
             let wamid = format!("wamid.chat.{}.{n}.{}", std::process::id(), uuid::Uuid::new_v4().simple());
+            let timestamp = chrono::Utc::now().timestamp().to_string();
             let message = match line.parse::<usize>().ok().and_then(|i| choices.get(i.wrapping_sub(1))) {
-                Some(c) => json!({ "from": wa_id, "id": wamid, "timestamp": chrono::Utc::now().timestamp().to_string(),
-                                   "type": "interactive", "interactive": { "type": c.kind, c.kind: { "id": c.id, "title": c.title } } }),
-                None => json!({ "from": wa_id, "id": wamid, "timestamp": chrono::Utc::now().timestamp().to_string(),
+                Some(c) => c.message(&wa_id, &wamid, &timestamp),
+                None => json!({ "from": wa_id, "id": wamid, "timestamp": timestamp,
                                 "type": "text", "text": { "body": line } }),
             };
             let body = serde_json::to_vec(&json!({
@@ -105,6 +148,29 @@ impl ChatSession {
                 render(&reply, &mut choices, &mut out)?;
             }
         }
+        Ok(())
+    }
+
+    /// `/pago N`: marks sandbox charge N paid, through the simulator API (the same paid path a
+    /// provider's notification takes).
+    async fn mark_paid(&self, http: &reqwest::Client, number: &str, out: &mut impl Write) -> anyhow::Result<()> {
+        let Ok(id) = number.parse::<i64>() else {
+            writeln!(out, "uso: /pago NÚMERO (o nº da cobrança)")?;
+            return Ok(());
+        };
+        let request = http.post(format!("{}/simulator/api/tenants/{}/charges/{id}/paid", self.url, self.slug));
+        let request = match &self.admin_token {
+            Some(token) => request.bearer_auth(token.expose()),
+            None => request,
+        };
+        let response = request.send().await?;
+        if !response.status().is_success() {
+            writeln!(out, "não foi possível: {}", response.text().await.unwrap_or_default())?;
+            return Ok(());
+        }
+        let answer: Value = response.json().await?;
+        let text = if answer["paid"] == true { "marcada como paga" } else { "não estava pendente; nada mudou" };
+        writeln!(out, "[cobrança nº {id} {text}]")?;
         Ok(())
     }
 
@@ -159,24 +225,128 @@ impl ChatSession {
 }
 
 fn render(message: &OutboundMessage, choices: &mut Vec<Choice>, out: &mut impl Write) -> std::io::Result<()> {
-    writeln!(out, "bot> {}", message.body())?;
     match message {
-        OutboundMessage::Text { .. } => {}
-        OutboundMessage::Buttons { buttons, .. } => {
+        OutboundMessage::Text { body } | OutboundMessage::OrderStatus { body, .. } => writeln!(out, "bot> {body}")?,
+        OutboundMessage::Buttons { body, buttons, .. } => {
+            writeln!(out, "bot> {body}")?;
             for b in buttons {
-                choices.push(Choice { kind: "button_reply", id: b.id.clone(), title: b.title.clone() });
+                choices.push(Choice { kind: ChoiceKind::Button, id: b.id.clone(), title: b.title.clone() });
                 writeln!(out, "  {}) {}", choices.len(), b.title)?;
             }
         }
-        OutboundMessage::List { sections, .. } => {
+        OutboundMessage::List { body, sections, .. } => {
+            writeln!(out, "bot> {body}")?;
             for r in sections.iter().flat_map(|s| &s.rows) {
-                choices.push(Choice { kind: "list_reply", id: r.id.clone(), title: r.title.clone() });
+                choices.push(Choice { kind: ChoiceKind::ListRow, id: r.id.clone(), title: r.title.clone() });
                 match &r.description {
                     Some(d) => writeln!(out, "  {}) {} — {d}", choices.len(), r.title)?,
                     None => writeln!(out, "  {}) {}", choices.len(), r.title)?,
                 }
             }
         }
+        OutboundMessage::Template { name, body_params, quick_replies, .. } => {
+            // The template's text and button labels live at Meta: show what we sent.
+            writeln!(out, "bot> [modelo {name}]")?;
+            for p in body_params {
+                writeln!(out, "  · {p}")?;
+            }
+            for payload in quick_replies {
+                choices.push(Choice { kind: ChoiceKind::QuickReply, id: payload.clone(), title: payload.clone() });
+                writeln!(out, "  {}) {payload}", choices.len())?;
+            }
+        }
+        OutboundMessage::QrImage { caption, .. } => match caption {
+            Some(c) => writeln!(out, "bot> [QR Code Pix] {c}")?,
+            None => writeln!(out, "bot> [QR Code Pix]")?,
+        },
+        OutboundMessage::OrderDetails { body, amount, description, copia_e_cola, .. } => {
+            writeln!(out, "bot> {body}")?;
+            writeln!(out, "  Valor: {amount} — {description}")?;
+            writeln!(out, "  Pix copia e cola: {copia_e_cola}")?;
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Cents;
+
+    fn rendered(message: &OutboundMessage) -> (String, Vec<Choice>) {
+        let mut choices = Vec::new();
+        let mut out = Vec::new();
+        render(message, &mut choices, &mut out).unwrap();
+        (String::from_utf8(out).unwrap(), choices)
+    }
+
+    #[test]
+    fn a_template_shows_its_parameters_and_quick_replies_as_choices() {
+        let template = OutboundMessage::Template {
+            name: "lembrete_horario".into(),
+            language: "pt_BR".into(),
+            body_params: vec!["Ana".into(), "amanhã às 14:00".into()],
+            quick_replies: vec!["act:7:confirm".into(), "act:7:cancel".into()],
+        };
+        let (out, choices) = rendered(&template);
+        assert_eq!(
+            out,
+            "bot> [modelo lembrete_horario]\n  · Ana\n  · amanhã às 14:00\n  1) act:7:confirm\n  2) act:7:cancel\n"
+        );
+        // Picking "2" sends what Meta sends for a quick-reply tap (whatsapp-cloud-api.md §3.4).
+        let click = choices[1].message("5511988880000", "wamid.x", "1750091045");
+        assert_eq!(
+            click,
+            json!({ "from": "5511988880000", "id": "wamid.x", "timestamp": "1750091045",
+                    "type": "button", "button": { "payload": "act:7:cancel", "text": "act:7:cancel" } })
+        );
+    }
+
+    #[test]
+    fn reply_buttons_still_click_as_interactive_replies() {
+        let buttons = OutboundMessage::buttons(
+            "Confirma?",
+            None,
+            vec![crate::whatsapp::ReplyButton { id: "g:yes".into(), title: "Sim".into() }],
+        )
+        .unwrap();
+        let (out, choices) = rendered(&buttons);
+        assert_eq!(out, "bot> Confirma?\n  1) Sim\n");
+        let click = choices[0].message("5511988880000", "wamid.y", "1");
+        assert_eq!(click["type"], "interactive");
+        assert_eq!(
+            click["interactive"],
+            json!({ "type": "button_reply", "button_reply": { "id": "g:yes", "title": "Sim" } })
+        );
+    }
+
+    #[test]
+    fn pix_messages_read_as_text() {
+        let (out, _) =
+            rendered(&OutboundMessage::QrImage { payload: "000201".into(), caption: Some("Pague aqui".into()) });
+        assert_eq!(out, "bot> [QR Code Pix] Pague aqui\n");
+        let (out, _) = rendered(&OutboundMessage::QrImage { payload: "000201".into(), caption: None });
+        assert_eq!(out, "bot> [QR Code Pix]\n");
+        let order = OutboundMessage::OrderDetails {
+            reference_id: "cob1".into(),
+            body: "Sua cobrança".into(),
+            footer: None,
+            amount: Cents(5000),
+            description: "Corte masculino".into(),
+            copia_e_cola: "000201ABC".into(),
+            merchant_name: "Zé".into(),
+            pix_key: "z@example.com".into(),
+            key_type: "EMAIL".into(),
+            fallback: "…".into(),
+        };
+        let (out, choices) = rendered(&order);
+        assert_eq!(out, "bot> Sua cobrança\n  Valor: R$ 50,00 — Corte masculino\n  Pix copia e cola: 000201ABC\n");
+        assert!(choices.is_empty());
+        let status = OutboundMessage::OrderStatus {
+            reference_id: "cob1".into(),
+            status: "completed".into(),
+            body: "Pago!".into(),
+        };
+        assert_eq!(rendered(&status).0, "bot> Pago!\n");
+    }
 }

@@ -12,9 +12,11 @@
 //!   sent, so a retried turn cannot send twice ([`outbox`]);
 //! - every query is scoped by tenant ([`store`]).
 
+pub mod actions;
 pub mod agent;
 pub mod app;
 pub mod booking;
+pub mod charges;
 pub mod chat;
 pub mod config;
 pub mod domain;
@@ -26,6 +28,8 @@ pub mod llm;
 pub mod messages;
 pub mod metrics;
 pub mod outbox;
+pub mod pix;
+pub mod reminders;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;

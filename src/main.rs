@@ -1,10 +1,11 @@
-//! `balcao`: serve (default), migrate, tenant apply.
+//! `balcao`: serve (default), migrate, chat, tenant apply, pix decode/encode.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use balcao::app::App;
 use balcao::config::Config;
+use balcao::pix::cli::PixCommand;
 use balcao::store::{CatalogStore, Store, TenantStore};
 use balcao::tenant::{ApplyOutcome, TenantSpec};
 use clap::{Parser, Subcommand};
@@ -42,6 +43,11 @@ enum Command {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// Pix BR Code tools; they need no database or configuration.
+    Pix {
+        #[command(subcommand)]
+        command: PixCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -59,13 +65,32 @@ async fn main() -> anyhow::Result<()> {
         return Err(e).context("failed to read .env");
     }
     let cli = Cli::parse();
+    let command = match cli.command {
+        // A verdict for the operator, not a failure of the program: the reason alone, exit 1.
+        Some(Command::Pix { command }) => match balcao::pix::cli::run(&command) {
+            Ok(text) => {
+                print!("{text}");
+                return Ok(());
+            }
+            Err(reason) => {
+                eprintln!("error: {reason}");
+                std::process::exit(1);
+            }
+        },
+        command => command.unwrap_or(Command::Serve),
+    };
     let config = Config::from_env()?;
     balcao::telemetry::init(config.log_format);
 
-    match cli.command.unwrap_or(Command::Serve) {
+    match command {
         Command::Serve => {
             let store = open_store(&config).await?;
+            let local = config.whatsapp.local_mode;
+            let seeded = if local { seed_example(&store).await? } else { None };
             let app = App::build(config, store).await?;
+            if local {
+                print_local_banner(app.local_addr()?, seeded.as_deref());
+            }
             app.run_until_stopped(shutdown_signal()).await
         }
         Command::Migrate => {
@@ -101,7 +126,36 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Pix { .. } => unreachable!("handled before loading the configuration"),
     }
+}
+
+/// The example tenant, built into the binary so a fresh `cargo run` has a business to talk to.
+const EXAMPLE_TENANT: &str = include_str!("../tenants/example.toml");
+
+/// In local mode, a database without any tenant gets the example one; returns its slug.
+async fn seed_example(store: &Store) -> anyhow::Result<Option<String>> {
+    if store.count_tenants().await? > 0 {
+        return Ok(None);
+    }
+    let spec = TenantSpec::parse(EXAMPLE_TENANT).context("the built-in example tenant is invalid")?;
+    let outcome = store.apply_tenant(&spec, chrono::Utc::now()).await?;
+    store.apply_catalog(outcome.id(), &spec.catalog).await?;
+    Ok(Some(spec.slug))
+}
+
+fn print_local_banner(addr: std::net::SocketAddr, seeded: Option<&str>) {
+    if let Some(slug) = seeded {
+        println!("No tenant yet: applied the example business ({slug}) from tenants/example.toml.");
+    }
+    let slug = seeded.unwrap_or("barbearia-do-ze");
+    println!(
+        "Balcão is running in local mode at http://{addr} (nothing is sent to WhatsApp).\n\
+         \n  Be a customer:   cargo run --release -- chat --tenant {slug}\n\
+         \x20 Be the business: cargo run --release -- chat --tenant {slug} --from +5511988887777\n\
+         \n  As the business, \"oi\" opens the staff menu: Nova cobrança sends a Pix charge once you tap\n\
+         \x20 Confirmar; /pago N marks charge N paid (sandbox gateway).\n"
+    );
 }
 
 async fn open_store(config: &Config) -> anyhow::Result<Store> {

@@ -27,6 +27,14 @@ pub struct SystemPrompt<'a> {
     pub professionals: Vec<(String,)>,
 }
 
+/// The agent's static instructions when it talks with the business's staff.
+#[derive(Template)]
+#[template(path = "prompts/merchant.txt")]
+pub struct MerchantPrompt<'a> {
+    pub business: &'a str,
+    pub timezone: &'a str,
+}
+
 /// The per-turn context: time, customer, side effects already executed.
 #[derive(Template)]
 #[template(path = "prompts/context.txt")]
@@ -74,18 +82,6 @@ pub enum GuidedText<'a> {
     MoreTimes,
     /// The last row of a page of any other list when more remain.
     MoreOptions,
-    Confirm {
-        service: &'a str,
-        professional: &'a str,
-        when: &'a str,
-    },
-    ConfirmButton,
-    OtherTime,
-    Booked {
-        service: &'a str,
-        professional: &'a str,
-        when: &'a str,
-    },
     AlreadyBooked {
         when: &'a str,
     },
@@ -95,21 +91,123 @@ pub enum GuidedText<'a> {
         lines: Vec<String>,
     },
     CancelButton,
-    ConfirmCancel {
-        when: &'a str,
-    },
-    CancelYes,
-    CancelNo,
-    Cancelled {
-        when: &'a str,
-    },
-    AlreadyCancelled,
     Problem,
 }
 
 /// The pt-BR text of a guided message.
 pub fn guided(text: GuidedText<'_>) -> anyhow::Result<String> {
     render(&Guided { text })
+}
+
+/// Every text about pending actions, charges and reminders, including button labels.
+#[derive(Template)]
+#[template(path = "messages/actions.txt")]
+pub struct Actions<'a> {
+    pub text: ActionText<'a>,
+}
+
+/// How a charge reached the customer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeVia {
+    Text,
+    Order,
+    Template,
+}
+
+impl ChargeVia {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Order => "order",
+            Self::Template => "template",
+        }
+    }
+
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "order" => Self::Order,
+            "template" => Self::Template,
+            _ => Self::Text,
+        }
+    }
+}
+
+pub enum ActionText<'a> {
+    ConfirmButton,
+    DeclineButton,
+    AttendYes,
+    AttendNo,
+    OfferCancellation { service: &'a str, when: &'a str },
+    OfferBooking { service: &'a str, professional: &'a str, when: &'a str },
+    OfferCharge { amount: &'a str, customer: &'a str, description: &'a str },
+    OfferAttendance { business: &'a str, service: &'a str, when: &'a str },
+    Cancelled { when: &'a str },
+    Booked { service: &'a str, professional: &'a str, when: &'a str },
+    Moved { when: &'a str },
+    ChargeSent { number: i64, amount: &'a str, customer: &'a str, via: ChargeVia },
+    AttendanceConfirmed { when: &'a str },
+    Declined,
+    AlreadyConfirmed,
+    AlreadyDeclined,
+    Expired,
+    Superseded,
+    NotAllowed,
+    Unknown,
+    Failed { reason: &'a str },
+    NoLongerAvailable,
+    CustomerBusy,
+    AlreadyStarted,
+    NotActive,
+    ProviderRefused { reason: &'a str },
+    FailedGeneric,
+    ExpiredNotice { what: &'a str },
+    ChargeToCustomer { business: &'a str, amount: &'a str, description: &'a str },
+    QrCaption { amount: &'a str },
+    PaidCustomer { amount: &'a str, description: &'a str },
+    PaidMerchant { amount: &'a str, customer: &'a str, description: &'a str },
+    PixNotConfigured,
+    OutsideWindow,
+}
+
+/// The pt-BR text of an action, charge or reminder message.
+pub fn action_text(text: ActionText<'_>) -> anyhow::Result<String> {
+    render(&Actions { text })
+}
+
+/// Every text of the staff's guided menu.
+#[derive(Template)]
+#[template(path = "messages/merchant.txt")]
+pub struct Merchant<'a> {
+    pub text: MerchantText<'a>,
+}
+
+pub enum MerchantText<'a> {
+    Menu { business: &'a str },
+    NewChargeButton,
+    TodayButton,
+    AgendaButton,
+    AskAmount,
+    AskPhone,
+    AskDescription,
+    InvalidAmount,
+    InvalidPhone,
+    InvalidDescription,
+    ChargesToday { lines: Vec<String>, total: String },
+    ChargeLine { amount: &'a str, customer: &'a str, description: &'a str, status: &'a str },
+    NoCharges,
+    Agenda { lines: Vec<String> },
+    NoAgenda,
+    ChargeRefused { reason: &'a str },
+}
+
+/// The pt-BR text of a staff menu message.
+pub fn merchant_text(text: MerchantText<'_>) -> anyhow::Result<String> {
+    render(&Merchant { text })
+}
+
+/// A moment as customers read it: `dd/mm HH:MM` in the tenant's zone.
+pub fn when_at(tz: chrono_tz::Tz, at: chrono::DateTime<chrono::Utc>) -> String {
+    at.with_timezone(&tz).format("%d/%m %H:%M").to_string()
 }
 
 /// Renders a message template; a failure is a bug in a template, reported as such.
@@ -133,10 +231,6 @@ mod tests {
         for label in [
             GuidedText::MenuBook,
             GuidedText::MenuMine,
-            GuidedText::ConfirmButton,
-            GuidedText::OtherTime,
-            GuidedText::CancelYes,
-            GuidedText::CancelNo,
             GuidedText::ServicesButton,
             GuidedText::TimesButton,
             GuidedText::DaysButton,

@@ -59,6 +59,26 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
     }
 }
 
+/// Runs `step` every `every` until `stop`: a sweep (expiring proposals, sending reminders). A
+/// failed step is logged with `what` and tried again at the next tick.
+pub async fn periodically<F, Fut>(what: &str, every: Duration, stop: CancellationToken, mut step: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<usize>>,
+{
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = step().await {
+            tracing::warn!(error = %e, "{what} failed; trying again later");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;

@@ -1,8 +1,9 @@
 //! The guided agent: a deterministic menu with WhatsApp lists and reply buttons, for tenants
 //! without a model and as the fallback when the model provider fails.
 //!
-//! service → professional (or any) → day → time → confirm; "meus horários"; cancel with a
-//! confirmation button. Button and list ids carry everything the next step needs (`g:…`), so a
+//! service → professional (or any) → day → time → confirm; "meus horários"; cancel. The
+//! confirmations are pending actions (`crate::actions`): choosing a time or a booking to
+//! cancel proposes it, and the proposal's own buttons confirm it on the click path. Button and list ids carry everything the next step needs (`g:…`), so a
 //! click is understood without stored menu state; a stale or replayed click is answered from
 //! the same tools and executor as the model uses, so a replayed "Confirmar" gets
 //! `already_done`, never a second booking. Anything not understood brings back the menu.
@@ -161,6 +162,17 @@ struct Screen {
     choices: Choices,
 }
 
+impl Screen {
+    /// The screen was already queued (a proposal's buttons): nothing more to send.
+    fn sent() -> Self {
+        Self { text: String::new(), choices: Choices::None }
+    }
+
+    fn is_sent(&self) -> bool {
+        self.text.is_empty() && matches!(self.choices, Choices::None)
+    }
+}
+
 enum Choices {
     None,
     Buttons(Vec<ReplyButton>),
@@ -210,9 +222,7 @@ fn when(tz: chrono_tz::Tz, at: &str) -> String {
     parse_instant(at).map(|t| when_at(tz, t)).unwrap_or_default()
 }
 
-fn when_at(tz: chrono_tz::Tz, at: DateTime<Utc>) -> String {
-    at.with_timezone(&tz).format("%d/%m %H:%M").to_string()
-}
+use crate::messages::when_at;
 
 /// A day as customers read it: `dd/mm (weekday)`.
 fn day_label(day: NaiveDate) -> anyhow::Result<String> {
@@ -374,46 +384,28 @@ impl GuidedTurn {
         Ok(Screen { text, choices: Choices::List { button: guided(T::TimesButton)?, rows } })
     }
 
-    async fn confirm(&self, turn: &Turn, service: i64, professional: i64, at: DateTime<Utc>) -> anyhow::Result<Screen> {
-        let Some(v) = self.value(turn, "list_services", json!({})).await? else { return self.problem(turn).await };
-        let s = v["services"].as_array().into_iter().flatten().find(|s| s["id"] == service);
-        let p = s.and_then(|s| s["professionals"].as_array().into_iter().flatten().find(|p| p["id"] == professional));
-        let (Some(s), Some(p)) = (s, p) else { return self.services(turn, 0).await };
-        Ok(Screen {
-            text: guided(T::Confirm {
-                service: s["name"].as_str().unwrap_or("?"),
-                professional: p["name"].as_str().unwrap_or("?"),
-                when: &when_at(turn.tenant.timezone, at),
-            })?,
-            choices: Choices::Buttons(vec![
-                button(&Click::Confirm { service, professional, at }, &guided(T::ConfirmButton)?),
-                button(&Click::Professional { service, professional }, &guided(T::OtherTime)?),
-            ]),
-        })
-    }
-
-    async fn book(&self, turn: &Turn, service: i64, professional: i64, at: DateTime<Utc>) -> anyhow::Result<Screen> {
+    /// Proposes the booking: its Confirmar/Cancelar buttons are the next screen, sent with the
+    /// proposal. A click on them is handled without this menu, so a button tapped again later
+    /// (after a cancel, say) finds its action already used and books nothing.
+    async fn propose(&self, turn: &Turn, service: i64, professional: i64, at: DateTime<Utc>) -> anyhow::Result<Screen> {
         // The same spelling as the id, so a replayed click is the same call for the ledger.
         let starts_at = at.format(ID_INSTANT).to_string();
         let input = json!({ "service_id": service, "professional_id": professional, "starts_at": starts_at });
-        let tz = turn.tenant.timezone;
-        let shown = |v: &Value| v["starts_at"].as_str().map(|s| when(tz, s)).unwrap_or_else(|| when_at(tz, at));
-        let text = match self.call(turn, "create_booking", input).await? {
-            Outcome::Executed(v) => guided(T::Booked {
-                service: v["service"].as_str().unwrap_or("?"),
-                professional: v["professional"].as_str().unwrap_or("?"),
-                when: &shown(&v),
-            })?,
-            Outcome::AlreadyDone(v) => guided(T::AlreadyBooked { when: &shown(&v) })?,
+        match self.call(turn, "propose_booking", input).await? {
+            Outcome::Executed(_) | Outcome::AlreadyDone(_) => Ok(Screen::sent()),
             Outcome::Failed { details, .. }
                 if details["reason"] == "slot_taken" || details["reason"] == "not_available" =>
             {
-                let date = at.with_timezone(&tz).date_naive();
-                return self.times(turn, service, professional, date, 0, Some(guided(T::SlotTaken)?)).await;
+                let date = at.with_timezone(&turn.tenant.timezone).date_naive();
+                self.times(turn, service, professional, date, 0, Some(guided(T::SlotTaken)?)).await
             }
-            _ => return self.problem(turn).await,
-        };
-        Ok(Screen { text, choices: Choices::None })
+            Outcome::Failed { details, .. } if details["reason"] == "customer_busy" => {
+                let mut screen = self.mine(turn, 0).await?;
+                screen.text = guided(T::AlreadyBooked { when: &when_at(turn.tenant.timezone, at) })?;
+                Ok(screen)
+            }
+            _ => self.problem(turn).await,
+        }
     }
 
     async fn mine(&self, turn: &Turn, page: usize) -> anyhow::Result<Screen> {
@@ -455,29 +447,12 @@ impl GuidedTurn {
         })
     }
 
-    async fn confirm_cancel(&self, turn: &Turn, booking: i64) -> anyhow::Result<Screen> {
-        let Some(v) = self.value(turn, "list_my_bookings", json!({})).await? else { return self.problem(turn).await };
-        let Some(b) = v["bookings"].as_array().into_iter().flatten().find(|b| b["booking_id"] == booking) else {
-            return self.mine(turn, 0).await;
-        };
-        let when = when(turn.tenant.timezone, b["starts_at"].as_str().unwrap_or(""));
-        Ok(Screen {
-            text: guided(T::ConfirmCancel { when: &when })?,
-            choices: Choices::Buttons(vec![
-                button(&Click::CancelConfirmed { booking }, &guided(T::CancelYes)?),
-                button(&Click::Menu, &guided(T::CancelNo)?),
-            ]),
-        })
-    }
-
-    async fn cancel(&self, turn: &Turn, booking: i64) -> anyhow::Result<Screen> {
-        let tz = turn.tenant.timezone;
-        let text = match self.call(turn, "cancel_booking", json!({ "booking_id": booking })).await? {
-            Outcome::Executed(v) => guided(T::Cancelled { when: &when(tz, v["starts_at"].as_str().unwrap_or("")) })?,
-            Outcome::AlreadyDone(_) => guided(T::AlreadyCancelled)?,
-            _ => return self.mine(turn, 0).await,
-        };
-        Ok(Screen { text, choices: Choices::None })
+    /// Proposes the cancellation: its buttons are the next screen.
+    async fn propose_cancel(&self, turn: &Turn, booking: i64) -> anyhow::Result<Screen> {
+        match self.call(turn, "cancel_booking", json!({ "booking_id": booking })).await? {
+            Outcome::Executed(_) | Outcome::AlreadyDone(_) => Ok(Screen::sent()),
+            _ => self.mine(turn, 0).await,
+        }
     }
 
     async fn problem(&self, turn: &Turn) -> anyhow::Result<Screen> {
@@ -499,10 +474,14 @@ impl GuidedTurn {
             Some(Click::Day { service, professional, date, page }) => {
                 self.times(turn, service, professional, date, page, None).await
             }
-            Some(Click::Time { service, professional, at }) => self.confirm(turn, service, professional, at).await,
-            Some(Click::Confirm { service, professional, at }) => self.book(turn, service, professional, at).await,
-            Some(Click::Cancel { booking }) => self.confirm_cancel(turn, booking).await,
-            Some(Click::CancelConfirmed { booking }) => self.cancel(turn, booking).await,
+            // `g:ok` and `g:cancelok` were confirmations before pending actions; a tap on one
+            // found in an old chat now only proposes again.
+            Some(Click::Time { service, professional, at } | Click::Confirm { service, professional, at }) => {
+                self.propose(turn, service, professional, at).await
+            }
+            Some(Click::Cancel { booking } | Click::CancelConfirmed { booking }) => {
+                self.propose_cancel(turn, booking).await
+            }
             None => {
                 let text = normalize_text(last.body.as_deref().unwrap_or(""));
                 if text.contains("meus horarios") || text.contains("meus horários") {
@@ -519,7 +498,9 @@ impl GuidedTurn {
 impl TurnHandler for GuidedTurn {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
         let screen = self.screen(turn).await?;
-        self.replier.reply(turn, 0, build(screen)).await?;
+        if !screen.is_sent() {
+            self.replier.reply(turn, 0, build(screen)).await?;
+        }
         Ok(())
     }
 }

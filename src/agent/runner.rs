@@ -24,7 +24,7 @@ use crate::inbound::InboundMessage;
 use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
-use crate::messages::{self, AgentGaveUp, AgentUnavailable, SystemPrompt, TurnContext};
+use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
 use crate::outbox::Replier;
 use crate::store::{CatalogStore, HistoryStore, LedgerStore, Store};
 use crate::whatsapp::OutboundMessage;
@@ -54,6 +54,14 @@ pub struct AgentTurn {
     pub settings: AgentSettings,
     /// Answers when the model provider cannot (the guided agent).
     pub fallback: Arc<dyn TurnHandler>,
+    /// Whom the agent talks with: a customer, or the business's staff (other prompt, tools).
+    pub audience: Audience,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    Customer,
+    Merchant,
 }
 
 /// The customer's messages as one user message.
@@ -100,8 +108,7 @@ fn trim(history: Vec<crate::store::StoredMessage>, provider: &str, budget: usize
 }
 
 impl AgentTurn {
-    async fn system(&self, turn: &Turn) -> anyhow::Result<(String, String)> {
-        let tenant = &turn.tenant;
+    async fn customer_prompt(&self, tenant: &crate::tenant::Tenant) -> anyhow::Result<String> {
         let (services, professionals) = self.store.catalog(tenant.id).await?;
         let services = services
             .iter()
@@ -124,12 +131,22 @@ impl AgentTurn {
                 ),)
             })
             .collect();
-        let system = messages::render(&SystemPrompt {
+        messages::render(&SystemPrompt {
             business: &tenant.name,
             timezone: tenant.timezone.name(),
             services,
             professionals,
-        })?;
+        })
+    }
+
+    async fn system(&self, turn: &Turn) -> anyhow::Result<(String, String)> {
+        let tenant = &turn.tenant;
+        let system = match self.audience {
+            Audience::Merchant => {
+                messages::render(&MerchantPrompt { business: &tenant.name, timezone: tenant.timezone.name() })?
+            }
+            Audience::Customer => self.customer_prompt(tenant).await?,
+        };
         // Finished effects and calls still in flight (an attempt that crashed mid-call): the
         // model must not ask for the same thing another way (another professional, say).
         let effects = self

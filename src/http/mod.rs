@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
+use axum::routing::{get, post};
 use tokio::sync::Notify;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -44,6 +44,8 @@ pub struct AppState {
     pub admin_token: Option<Secret>,
     /// The simulator API is open to anyone: only in local mode on a loopback address.
     pub simulator_open: bool,
+    /// Queues the messages the simulator's actions cause (a sandbox charge marked paid).
+    pub replier: crate::outbox::Replier,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -53,6 +55,8 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(health::metrics))
         .route("/simulator/api/tenants/{slug}", get(simulator::tenant))
         .route("/simulator/api/tenants/{slug}/outbox", get(simulator::outbox))
+        .route("/simulator/api/tenants/{slug}/charges", get(simulator::charges))
+        .route("/simulator/api/tenants/{slug}/charges/{id}/paid", post(simulator::mark_paid))
         .route(
             "/webhooks/whatsapp",
             get(whatsapp_webhook::verify_subscription)

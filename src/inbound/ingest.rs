@@ -4,7 +4,8 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::NewInbound;
-use crate::jobs::TurnTiming;
+use crate::actions::ClickId;
+use crate::jobs::{JobKind, TurnTiming};
 use crate::metrics::Metrics;
 use crate::store::{InboundStore, OutboxStore, Recorded, Store, StoreError};
 use crate::tenant::{Tenant, TenantDirectory};
@@ -91,7 +92,12 @@ async fn record(
     message: &NewInbound,
     timing: &TurnTiming,
 ) -> Result<Recorded, StoreError> {
-    let recorded = store.record_inbound(tenant.id, message, timing, Utc::now()).await?;
+    // A click on a pending action's button is answered on its own, without the model.
+    let kind = match message.content.reply_id().and_then(ClickId::parse) {
+        Some(_) => JobKind::Click,
+        None => JobKind::Turn,
+    };
+    let recorded = store.record_inbound(tenant.id, message, kind, timing, Utc::now()).await?;
     if let Recorded::New { conversation, job } = recorded {
         tracing::info!(
             tenant = %tenant.id, %conversation, %job, wamid = %message.provider_message_id,

@@ -5,11 +5,13 @@
 //!   arriving within the debounce window join it, and its start never moves past the cap;
 //! - one running turn per conversation, and turns of one conversation run in creation order:
 //!   a job is claimable only when no job of its conversation is running or older and pending;
+//!   a click waits only for other clicks (its conditional update makes it safe beside a turn),
+//!   so a button is answered at once, not after a model turn;
 //! - a lease (`locked_by`, `locked_until`, fenced by the attempt number) is renewed by the
 //!   holder's heartbeat; completing or failing requires the same lease still held, so a worker
 //!   that lost it cannot finish the job; expired leases are reaped back to `retryable`;
 //! - a turn's identity (the job id) and its trigger messages are fixed at first claim and stay
-//!   the same on every retry;
+//!   the same on every retry; a click job is created with its one message and trigger;
 //! - failures back off exponentially with jitter up to `max_attempts`, then the job is `dead`
 //!   with its last error kept; finished jobs are pruned after the retention period.
 
@@ -48,6 +50,33 @@ pub(crate) fn to_delta(d: std::time::Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
 }
 
+/// What a job answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// The conversation's messages, answered by the agent (debounced).
+    Turn,
+    /// One click on a pending action's button, answered without the model (never debounced,
+    /// never joined by other messages).
+    Click,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Turn => "turn",
+            Self::Click => "click",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "turn" => Self::Turn,
+            "click" => Self::Click,
+            _ => return None,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobState {
     Available,
@@ -82,6 +111,7 @@ pub struct Lease {
 #[derive(Debug, Clone)]
 pub struct ClaimedJob {
     pub id: JobId,
+    pub kind: JobKind,
     pub tenant: TenantId,
     pub conversation: ConversationId,
     /// 1 on the first claim.

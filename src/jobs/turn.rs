@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use chrono::Utc;
 
-use super::Lease;
+use super::{JobKind, Lease};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
 use crate::ledger::CallContext;
@@ -18,6 +18,8 @@ use crate::whatsapp::Recipient;
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub id: JobId,
+    /// A turn over messages, or one click on a pending action.
+    pub kind: JobKind,
     pub tenant: Tenant,
     pub conversation: ConversationId,
     pub contact: ConversationContact,

@@ -152,6 +152,7 @@ impl Worker {
         }
         let turn = Turn {
             id: job.id,
+            kind: job.kind,
             tenant,
             conversation: job.conversation,
             contact,

@@ -29,6 +29,9 @@ pub enum FieldKind {
     Phone,
     /// Free text; canonical form NFKC, trimmed, lowercased, inner whitespace collapsed.
     Text,
+    /// Text a person will read (a charge's description): NFKC, trimmed, inner whitespace
+    /// collapsed, case kept.
+    Label,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,6 +85,15 @@ impl FieldKind {
                 let s = as_str(value, "a string")?;
                 Ok(Value::from(normalize_text(s)))
             }
+            Self::Label => {
+                let s = as_str(value, "a string")?;
+                let nfkc: String = s.nfkc().collect();
+                let label = nfkc.split_whitespace().collect::<Vec<_>>().join(" ");
+                if label.is_empty() {
+                    return Err(NormalizeError("must not be empty".into()));
+                }
+                Ok(Value::from(label))
+            }
         }
     }
 
@@ -93,7 +105,7 @@ impl FieldKind {
             Self::Money => serde_json::json!({ "type": "string", "pattern": "^[0-9]+([.,][0-9]{1,2})?$" }),
             Self::Id => serde_json::json!({ "type": "integer", "minimum": 0 }),
             Self::Phone => serde_json::json!({ "type": "string" }),
-            Self::Text => serde_json::json!({ "type": "string" }),
+            Self::Text | Self::Label => serde_json::json!({ "type": "string" }),
         }
     }
 }

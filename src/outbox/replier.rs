@@ -11,6 +11,7 @@ use super::{NewOutbound, OutboxKey};
 use crate::domain::Secret;
 use crate::jobs::Turn;
 use crate::store::{OutboxStore, Store};
+use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
 /// Writes a turn's replies to the outbox under keys derived from the turn.
@@ -29,10 +30,25 @@ impl Replier {
         Self { store, default_token, local_mode, notify }
     }
 
+    /// Whether messages for `tenant` stay in the outbox (local mode, or no token to send with).
+    pub fn is_local(&self, tenant: &Tenant) -> bool {
+        self.is_local_for(tenant.access_token.is_some())
+    }
+
+    /// [`Self::is_local`] for a tenant known only by whether it has its own token.
+    pub fn is_local_for(&self, own_token: bool) -> bool {
+        self.local_mode || (!own_token && self.default_token.is_none())
+    }
+
+    /// Wakes the outbox sender after rows were queued outside [`Self::reply`].
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
     /// Queues the `seq`-th reply of the turn; a rerun with the same `seq` inserts nothing.
     pub async fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) -> anyhow::Result<bool> {
         // Outside local mode, a reply without any token to send it with also stays local.
-        let local = self.local_mode || (turn.tenant.access_token.is_none() && self.default_token.is_none());
+        let local = self.is_local(&turn.tenant);
         let new = NewOutbound {
             tenant: turn.tenant.id,
             conversation: turn.conversation,

@@ -1,4 +1,12 @@
 //! Sends outbox rows through the Graph API, one claimed row at a time.
+//!
+//! Two kinds take more than one request, all within one claim:
+//! - a Pix QR code is rendered to a PNG, uploaded (`/media`) and sent as an image. Rendering is
+//!   deterministic and an upload is not a message, so a retried row simply renders and uploads
+//!   again; a payload that cannot be rendered fails the row permanently;
+//! - an `order_details` message that Meta refuses for good (a 4xx other than the 24-hour window,
+//!   e.g. a number not enabled for payments) is followed by its plain-text fallback under the
+//!   same row and key, and the row's `last_error` says that it fell back.
 
 use std::sync::Arc;
 
@@ -14,7 +22,19 @@ use crate::jobs::{Backoff, to_delta};
 use crate::metrics::Metrics;
 use crate::outbox::ClaimedOutbound;
 use crate::store::{OutboxStore, RescheduleAs, Store, TenantStore};
-use crate::whatsapp::{GraphClient, SendError};
+use crate::whatsapp::client::OUTSIDE_WINDOW_CODE;
+use crate::whatsapp::webhook::{DeliveryStatus, StatusUpdate};
+use crate::whatsapp::{GraphClient, OutboundMessage, SendError, UploadedImage};
+
+/// The media type of a rendered QR code.
+const QR_MIME: &str = "image/png";
+
+/// A message Meta accepted.
+struct Accepted {
+    wamid: String,
+    /// Why the plain-text fallback went out instead of the stored message.
+    fell_back: Option<String>,
+}
 
 /// What one `send_next` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,16 +123,29 @@ impl OutboxSender {
             return Ok(SendOutcome::Failed { reason });
         };
 
-        let result = self
-            .client
-            .send(&tenant.phone_number_id, token, &claimed.recipient, &claimed.message.0, &claimed.key)
-            .await;
+        let result = self.attempt(&tenant.phone_number_id, token, &claimed).await;
         let exhausted = claimed.attempt >= i64::from(self.config.max_attempts);
         let outcome = match result {
-            Ok(wamid) => {
+            Ok(Accepted { wamid, fell_back: None }) => {
                 self.store.mark_sent(claimed.tenant, claimed.id, &wamid, now).await?;
                 self.metrics.outbox_sent.inc();
                 tracing::info!(%wamid, "sent");
+                return Ok(SendOutcome::Sent { wamid });
+            }
+            Ok(Accepted { wamid, fell_back: Some(note) }) => {
+                // `mark_sent` clears `last_error`; the status path records the same move to
+                // `sent` (forward only, wamid kept if one is there) and keeps the note.
+                let update = StatusUpdate {
+                    provider_message_id: wamid.clone(),
+                    status: DeliveryStatus::Sent,
+                    callback_key: Some(claimed.key.clone()),
+                    error: Some(note.clone()),
+                };
+                if !self.store.apply_status(claimed.tenant, &update, now).await? {
+                    self.store.mark_sent(claimed.tenant, claimed.id, &wamid, now).await?;
+                }
+                self.metrics.outbox_sent.inc();
+                tracing::warn!(%wamid, %note, "sent the plain-text fallback");
                 return Ok(SendOutcome::Sent { wamid });
             }
             Err(SendError::Retry { reason, retry_after }) if !exhausted => {
@@ -146,6 +179,48 @@ impl OutboxSender {
             }
         };
         Ok(if outcome.0 { outcome.1 } else { SendOutcome::Superseded })
+    }
+
+    /// One attempt at a row: every request its kind needs, classified as one result.
+    async fn attempt(
+        &self,
+        phone_number_id: &str,
+        token: &Secret,
+        claimed: &ClaimedOutbound,
+    ) -> Result<Accepted, SendError> {
+        let (to, key) = (&claimed.recipient, claimed.key.as_str());
+        let accepted = |wamid| Accepted { wamid, fell_back: None };
+        match &claimed.message.0 {
+            qr @ OutboundMessage::QrImage { payload, caption } => {
+                qr.validate()?;
+                let png = crate::pix::qr::png(payload).map_err(|e| SendError::Permanent {
+                    code: None,
+                    reason: format!("failed to render the Pix QR code: {e}"),
+                })?;
+                let media_id = self.client.upload_media(phone_number_id, token, png, QR_MIME).await?;
+                let image = UploadedImage { media_id, caption: caption.clone() };
+                self.client.send_image(phone_number_id, token, to, &image, key).await.map(accepted)
+            }
+            order @ OutboundMessage::OrderDetails { fallback, .. } => {
+                match self.client.send(phone_number_id, token, to, order, key).await {
+                    // Outside the window the text would be refused too.
+                    Err(SendError::Permanent { code, reason }) if code != Some(OUTSIDE_WINDOW_CODE) => {
+                        tracing::warn!(%reason, "order_details refused, sending the plain-text fallback");
+                        let refused = format!("order_details refused ({reason})");
+                        let text = OutboundMessage::Text { body: fallback.clone() };
+                        match self.client.send(phone_number_id, token, to, &text, key).await {
+                            Ok(wamid) => Ok(Accepted {
+                                wamid,
+                                fell_back: Some(format!("{refused}; sent the plain-text fallback instead")),
+                            }),
+                            Err(e) => Err(e.context(&format!("{refused}; the plain-text fallback"))),
+                        }
+                    }
+                    other => other.map(accepted),
+                }
+            }
+            message => self.client.send(phone_number_id, token, to, message, key).await.map(accepted),
+        }
     }
 
     /// Sends until `shutdown`; wakes on `notify` or every `poll`.

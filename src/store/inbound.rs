@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::{Dialect, Pool, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
 use crate::inbound::{ContactIdentity, ConversationContact, InboundMessage, NewInbound};
-use crate::jobs::TurnTiming;
+use crate::jobs::{JobKind, TurnTiming};
 
 /// What storing an inbound message did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +52,7 @@ macro_rules! upsert_turn_sql {
         concat!(
             "INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, attempts, max_attempts, created_at, updated_at) ",
             $rows,
-            " ON CONFLICT (tenant_id, conversation_id) WHERE state = 'available' DO UPDATE SET
+            " ON CONFLICT (tenant_id, conversation_id) WHERE state = 'available' AND kind = 'turn' DO UPDATE SET
                  run_at = CASE WHEN excluded.run_at < jobs.debounce_deadline
                                THEN excluded.run_at ELSE jobs.debounce_deadline END,
                  updated_at = excluded.updated_at
@@ -74,10 +74,14 @@ pub trait InboundStore {
     /// Stores the message once per provider id and, in the same transaction, creates the
     /// conversation's pending turn or pushes its start back (never past the debounce cap). A
     /// duplicate changes nothing: the transaction is rolled back.
+    ///
+    /// A [`JobKind::Click`] message gets a job of its own instead, created with the message
+    /// as its only one and its trigger, so it never joins (or waits for) a debounced turn.
     async fn record_inbound(
         &self,
         tenant: TenantId,
         message: &NewInbound,
+        kind: JobKind,
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded>;
@@ -89,6 +93,12 @@ pub trait InboundStore {
         conversation: ConversationId,
     ) -> StoreResult<ConversationContact>;
     async fn count_inbound(&self, tenant: TenantId) -> StoreResult<i64>;
+    /// The conversation with contact `contact`, if it has one.
+    async fn conversation_of_contact(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+    ) -> StoreResult<Option<ConversationId>>;
 }
 
 impl InboundStore for Store {
@@ -96,10 +106,14 @@ impl InboundStore for Store {
         &self,
         tenant: TenantId,
         message: &NewInbound,
+        kind: JobKind,
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
         let conversation = self.ensure_conversation(tenant, &message.contact, now).await?;
+        if kind == JobKind::Click {
+            return self.record_click(tenant, conversation, message, timing, now).await;
+        }
         let (job, debounce_deadline) = (now + timing.debounce, now + timing.debounce_max);
         let job: Option<i64> = match &self.pool {
             Pool::Postgres(pool) => {
@@ -196,6 +210,21 @@ impl InboundStore for Store {
         })
     }
 
+    async fn conversation_of_contact(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+    ) -> StoreResult<Option<ConversationId>> {
+        let id: Option<i64> = reading!(self, pool => {
+            sqlx::query_scalar("SELECT id FROM conversations WHERE tenant_id = $1 AND contact_id = $2")
+                .bind(tenant.0)
+                .bind(contact.0)
+                .fetch_optional(pool)
+                .await
+        })?;
+        Ok(id.map(ConversationId))
+    }
+
     async fn count_inbound(&self, tenant: TenantId) -> StoreResult<i64> {
         Ok(reading!(self, pool => {
             sqlx::query_scalar("SELECT COUNT(*) FROM inbound_messages WHERE tenant_id = $1")
@@ -230,6 +259,49 @@ impl KnownContact {
 }
 
 impl Store {
+    /// Stores a click and its own job in one transaction; a duplicate changes nothing.
+    async fn record_click(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        message: &NewInbound,
+        timing: &TurnTiming,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Recorded> {
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let inserted: Option<i64> =
+                bind_inbound!(sqlx::query_scalar(insert_inbound_sql!()), tenant, conversation, message, now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let Some(inserted) = inserted else {
+                tx.rollback().await?;
+                return Ok(Recorded::Duplicate);
+            };
+            let job: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (tenant_id, conversation_id, kind, state, run_at, debounce_deadline, attempts,
+                                   max_attempts, trigger_message_id, created_at, updated_at)
+                 VALUES ($1, $2, 'click', 'available', $3, $3, 0, $4, $5, $3, $3)
+                 RETURNING id",
+            )
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .bind(now)
+            .bind(i64::from(timing.max_attempts))
+            .bind(&message.provider_message_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE inbound_messages SET turn_id = $1 WHERE tenant_id = $2 AND id = $3")
+                .bind(job)
+                .bind(tenant.0)
+                .bind(inserted)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Recorded::New { conversation, job: JobId(job) })
+        })
+    }
+
     /// The conversation with this contact, created on first contact. Contacts and
     /// conversations are never deleted while their tenant exists, so the common case is one
     /// read outside the message's write transaction; creation is an idempotent upsert.
@@ -237,7 +309,7 @@ impl Store {
     /// A contact is found by its `wa_id` first, else by its business-scoped user id; an
     /// identity seen for the first time is attached to the contact found, so a customer who
     /// once wrote with both keeps one contact (and its bookings) when only one arrives.
-    async fn ensure_conversation(
+    pub async fn ensure_conversation(
         &self,
         tenant: TenantId,
         contact: &ContactIdentity,

@@ -2,9 +2,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Dialect, Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
-use crate::jobs::{ClaimedJob, FailOutcome, JobSnapshot, JobState, Lease};
+use crate::jobs::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
 
 /// The columns of [`JobSnapshot`].
 macro_rules! snapshot_columns {
@@ -32,6 +32,9 @@ macro_rules! hold_job_lease {
     };
 }
 pub(crate) use hold_job_lease;
+
+/// What a claim returns: id, tenant, conversation, attempt, max attempts, trigger, kind.
+type ClaimRow = (i64, i64, i64, i64, i64, Option<String>, String);
 
 #[allow(async_fn_in_trait)]
 pub trait JobStore {
@@ -81,12 +84,13 @@ macro_rules! claim_sql {
                    AND NOT EXISTS (
                        SELECT 1 FROM jobs r
                        WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
+                         AND (j.kind = 'turn' OR r.kind = 'click')
                          AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
                  ORDER BY j.run_at, j.id
                  LIMIT 1 ",
             $lock,
             ")
-             RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id"
+             RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind"
         )
     };
 }
@@ -111,19 +115,21 @@ impl JobStore for Store {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let sql = pool.pick(claim_sql!(""), claim_sql!("FOR UPDATE SKIP LOCKED"));
-            let row: Option<(i64, i64, i64, i64, i64, Option<String>)> = sqlx::query_as(sql)
+            let row: Option<ClaimRow> = sqlx::query_as(sql)
                 .bind(worker)
                 .bind(lease_until)
                 .bind(now)
                 .fetch_optional(&mut *tx)
                 .await?;
-            let Some((id, tenant, conversation, attempt, max_attempts, mut trigger)) = row else {
+            let Some((id, tenant, conversation, attempt, max_attempts, mut trigger, kind)) = row else {
                 tx.rollback().await?;
                 return Ok(None);
             };
-            if attempt == 1 {
+            let kind = JobKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("job {id} has kind {kind:?}")))?;
+            if attempt == 1 && kind == JobKind::Turn {
                 // First claim: the turn takes every message of the conversation not yet
-                // answered; retries keep exactly this set.
+                // answered; retries keep exactly this set. (A click job was created with its
+                // one message.)
                 sqlx::query(
                     "UPDATE inbound_messages SET turn_id = $1
                      WHERE tenant_id = $2 AND conversation_id = $3 AND turn_id IS NULL",
@@ -148,6 +154,7 @@ impl JobStore for Store {
             tx.commit().await?;
             Ok(Some(ClaimedJob {
                 id: JobId(id),
+                kind,
                 tenant: TenantId(tenant),
                 conversation: ConversationId(conversation),
                 attempt,

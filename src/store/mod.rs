@@ -18,12 +18,15 @@
 //! - Every query names the tenant it works for.
 //! - Each method is one complete unit of work with its transaction inside.
 
+mod actions;
 mod appointments;
 mod catalog;
+mod charges;
 mod history;
 mod inbound;
 mod jobs;
 mod ledger;
+mod menu;
 mod outbox;
 mod tenants;
 
@@ -38,12 +41,15 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool, Transaction};
 
+pub use actions::{ActionStore, Decider, NewAction};
 pub use appointments::{BookingStore, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
+pub use charges::{ChargeStore, NewCharge};
 pub use history::{HistoryStore, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::JobStore;
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
+pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use tenants::TenantStore;
 

@@ -17,6 +17,34 @@ macro_rules! record_columns {
     };
 }
 
+/// Inside a write transaction: inserts `$new` (a [`NewOutbound`]) unless its key exists;
+/// yields the new row's id. Features that write a message together with the fact it announces
+/// (a charge, an expired proposal) use it in their own transaction.
+macro_rules! insert_outbound {
+    ($tx:expr, $new:expr, $now:expr) => {
+        sqlx::query_scalar(
+            "INSERT INTO outbound_messages
+                 (tenant_id, conversation_id, idempotency_key, to_wa_id, to_user_id, message, status,
+                  attempts, next_attempt_at, created_at, updated_at, turn_attempt)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $8, $9)
+             ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+             RETURNING id",
+        )
+        .bind($new.tenant.0)
+        .bind($new.conversation.0)
+        .bind($new.key.as_str())
+        .bind($new.recipient.wa_id.as_ref().map(crate::domain::PhoneE164::digits))
+        .bind($new.recipient.user_id.as_deref())
+        .bind(sqlx::types::Json(&$new.message))
+        .bind(if $new.local { "local" } else { "pending" })
+        .bind($now)
+        .bind($new.written_by.as_ref().map(|l: &crate::jobs::Lease| l.attempt))
+        .fetch_optional(&mut *$tx)
+        .await
+    };
+}
+pub(crate) use insert_outbound;
+
 #[allow(async_fn_in_trait)]
 pub trait OutboxStore {
     /// Inserts the reply unless its key exists; `None` means it was already there.
@@ -92,25 +120,7 @@ impl OutboxStore for Store {
             {
                 return Err(StoreError::LeaseLost);
             }
-            let id = sqlx::query_scalar(
-                "INSERT INTO outbound_messages
-                     (tenant_id, conversation_id, idempotency_key, to_wa_id, to_user_id, message, status,
-                      attempts, next_attempt_at, created_at, updated_at, turn_attempt)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $8, $9)
-                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-                 RETURNING id",
-            )
-            .bind(new.tenant.0)
-            .bind(new.conversation.0)
-            .bind(new.key.as_str())
-            .bind(new.recipient.wa_id.as_ref().map(PhoneE164::digits))
-            .bind(new.recipient.user_id.as_deref())
-            .bind(Json(&new.message))
-            .bind(if new.local { "local" } else { "pending" })
-            .bind(now)
-            .bind(new.written_by.as_ref().map(|l| l.attempt))
-            .fetch_optional(&mut *tx)
-            .await?;
+            let id: Option<i64> = insert_outbound!(tx, new, now)?;
             tx.commit().await?;
             id
         });

@@ -6,12 +6,13 @@ use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::BookingSettings;
 use crate::domain::Secret;
 use crate::domain::{PhoneE164, TenantId};
-use crate::tenant::{ApplyOutcome, Tenant, TenantSpec};
+use crate::tenant::{ApplyOutcome, Tenant, TenantSettings, TenantSpec};
+use sqlx::types::Json;
 
 /// The columns of `TenantRow`.
 macro_rules! tenant_columns {
     () => {
-        "id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes"
+        "id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes, settings"
     };
 }
 
@@ -24,6 +25,9 @@ pub trait TenantStore {
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<Tenant>>;
     async fn tenant(&self, id: TenantId) -> StoreResult<Option<Tenant>>;
     async fn staff(&self, tenant: TenantId) -> StoreResult<Vec<PhoneE164>>;
+    async fn count_tenants(&self) -> StoreResult<i64>;
+    /// The tenants that carry their own access token.
+    async fn tenants_with_token(&self) -> StoreResult<std::collections::HashSet<TenantId>>;
     /// Whether any tenant carries its own access token (so it would send for real).
     async fn any_tenant_has_token(&self) -> StoreResult<bool>;
     /// The longest booking horizon of any tenant, in days.
@@ -41,6 +45,7 @@ struct TenantRow {
     min_notice_minutes: i64,
     horizon_days: i64,
     slot_step_minutes: i64,
+    settings: Json<TenantSettings>,
 }
 
 impl TryFrom<TenantRow> for Tenant {
@@ -62,6 +67,7 @@ impl TryFrom<TenantRow> for Tenant {
                 horizon_days: row.horizon_days.try_into().unwrap_or(0),
                 slot_step_minutes: row.slot_step_minutes.try_into().unwrap_or(30),
             },
+            settings: row.settings.0,
         })
     }
 }
@@ -75,15 +81,16 @@ impl TenantStore for Store {
                 .fetch_optional(&mut *tx)
                 .await?;
             let changed: Option<i64> = sqlx::query_scalar(
-                "INSERT INTO tenants (slug, name, timezone, phone_number_id, access_token, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $6)
+                "INSERT INTO tenants (slug, name, timezone, phone_number_id, access_token, settings, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $7, $6, $6)
                  ON CONFLICT (slug) DO UPDATE SET
                      name = excluded.name, timezone = excluded.timezone,
                      phone_number_id = excluded.phone_number_id, access_token = excluded.access_token,
-                     updated_at = excluded.updated_at
+                     settings = excluded.settings, updated_at = excluded.updated_at
                  WHERE tenants.name <> excluded.name OR tenants.timezone <> excluded.timezone
                     OR tenants.phone_number_id <> excluded.phone_number_id
                     OR COALESCE(tenants.access_token, '') <> COALESCE(excluded.access_token, '')
+                    OR tenants.settings <> excluded.settings
                  RETURNING id",
             )
             .bind(&spec.slug)
@@ -92,6 +99,7 @@ impl TenantStore for Store {
             .bind(&spec.phone_number_id)
             .bind(spec.access_token.as_ref().map(Secret::expose))
             .bind(now)
+            .bind(Json(&spec.settings))
             .fetch_optional(&mut *tx)
             .await
             .map_err(|e| match e {
@@ -179,6 +187,19 @@ impl TenantStore for Store {
                 .await
         })?;
         phones.into_iter().map(|p| PhoneE164::parse(&p).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
+    }
+
+    async fn count_tenants(&self) -> StoreResult<i64> {
+        Ok(reading!(self, pool => { sqlx::query_scalar("SELECT COUNT(*) FROM tenants").fetch_one(pool).await })?)
+    }
+
+    async fn tenants_with_token(&self) -> StoreResult<std::collections::HashSet<TenantId>> {
+        let ids: Vec<i64> = reading!(self, pool => {
+            sqlx::query_scalar("SELECT id FROM tenants WHERE access_token IS NOT NULL AND access_token <> ''")
+                .fetch_all(pool)
+                .await
+        })?;
+        Ok(ids.into_iter().map(TenantId).collect())
     }
 
     async fn any_tenant_has_token(&self) -> StoreResult<bool> {

@@ -11,6 +11,8 @@ use crate::booking::catalog::DAYS;
 use crate::booking::{BookingSettings, CatalogSpec, ProfessionalSpec, ServiceSpec, WeeklyHours};
 use crate::domain::Secret;
 use crate::domain::{Cents, PhoneE164};
+use crate::pix::{PixSettings, RawPix};
+use crate::tenant::{ReminderSettings, TemplateRef, TenantSettings};
 
 /// A validated tenant file.
 #[derive(Debug, Clone)]
@@ -23,6 +25,7 @@ pub struct TenantSpec {
     /// Numbers allowed to confirm merchant actions.
     pub staff: BTreeSet<PhoneE164>,
     pub catalog: CatalogSpec,
+    pub settings: TenantSettings,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,9 @@ struct RawFile {
     services: Vec<RawService>,
     #[serde(default)]
     professionals: Vec<RawProfessional>,
+    pix: Option<Spanned<RawPix>>,
+    #[serde(default)]
+    reminders: ReminderSettings,
 }
 
 #[derive(Deserialize, Default)]
@@ -91,6 +97,9 @@ struct RawTimeOff {
 struct RawWhatsApp {
     phone_number_id: Spanned<String>,
     access_token: Option<String>,
+    #[serde(default)]
+    payments: bool,
+    charge_template: Option<TemplateRef>,
 }
 
 impl TenantSpec {
@@ -137,6 +146,32 @@ impl TenantSpec {
             staff.insert(phone);
         }
         let catalog = parse_catalog(&raw, &invalid)?;
+        let pix = match &raw.pix {
+            None => None,
+            Some(pix) => {
+                PixSettings::from_raw(pix.get_ref().clone()).map_err(|e| invalid(pix.span(), format!("pix: {e}")))?;
+                Some(pix.get_ref().clone())
+            }
+        };
+        for template in raw.whatsapp.charge_template.iter().chain(&raw.reminders.template) {
+            let ok = !template.name.is_empty()
+                && template.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !ok {
+                return Err(invalid(
+                    raw.whatsapp.phone_number_id.span(),
+                    format!("template name {:?} must be lowercase letters, digits and '_'", template.name),
+                ));
+            }
+        }
+        if raw.reminders.hours_before > 24 * 14 {
+            return Err(invalid(raw.name.span(), "reminders.hours_before must be at most 336 (14 days)".into()));
+        }
+        let settings = TenantSettings {
+            pix,
+            payments: raw.whatsapp.payments,
+            charge_template: raw.whatsapp.charge_template.clone(),
+            reminders: raw.reminders.clone(),
+        };
         Ok(Self {
             slug,
             name,
@@ -145,6 +180,7 @@ impl TenantSpec {
             access_token: raw.whatsapp.access_token.filter(|t| !t.trim().is_empty()).map(Secret::new),
             staff,
             catalog,
+            settings,
         })
     }
 }

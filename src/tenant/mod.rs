@@ -3,9 +3,11 @@
 
 mod directory;
 mod file;
+mod settings;
 
 pub use directory::TenantDirectory;
 pub use file::{TenantFileError, TenantSpec};
+pub use settings::{ReminderSettings, TemplateRef, TenantSettings};
 
 use chrono_tz::Tz;
 
@@ -23,6 +25,7 @@ pub struct Tenant {
     /// Overrides `WHATSAPP_ACCESS_TOKEN` for this tenant's number.
     pub access_token: Option<Secret>,
     pub booking: BookingSettings,
+    pub settings: TenantSettings,
 }
 
 /// What applying a tenant file did.

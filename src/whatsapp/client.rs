@@ -1,4 +1,5 @@
-//! The Graph API client: `POST {api_url}/{phone_number_id}/messages` with a Bearer token.
+//! The Graph API client: `POST {api_url}/{phone_number_id}/messages` and
+//! `POST {api_url}/{phone_number_id}/media` with a Bearer token.
 //!
 //! It makes one attempt and classifies the result; the outbox owns retries, because its
 //! backoff is durable and survives a restart. The classes follow Meta's error codes, not
@@ -6,13 +7,17 @@
 //! - not sent, retry later: connection refused, 429, 5xx and the throughput codes;
 //! - outcome unknown: a timeout or a lost response after the request went out;
 //! - permanent: 131047 (outside the 24-hour window) and every other error.
+//!
+//! An upload is not a message: one whose outcome is unknown is simply retried (the worst case is
+//! an unused media file at Meta), so uploads never answer "outcome unknown".
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use reqwest::multipart::{Form, Part};
 use serde::Deserialize;
 
-use super::message::{MessageError, OutboundMessage, Recipient};
+use super::message::{MessageError, OutboundMessage, Recipient, UploadedImage};
 use crate::domain::Secret;
 
 /// Meta codes that mean "try again later": throughput, pair rate, account rate limits,
@@ -35,6 +40,19 @@ pub enum SendError {
     Invalid(#[from] MessageError),
 }
 
+impl SendError {
+    /// The same class with `context` in front of the reason. An invalid message becomes a
+    /// permanent failure, so the context can be told.
+    pub fn context(self, context: &str) -> Self {
+        match self {
+            Self::Retry { reason, retry_after } => Self::Retry { reason: format!("{context}: {reason}"), retry_after },
+            Self::Unknown { reason } => Self::Unknown { reason: format!("{context}: {reason}") },
+            Self::Permanent { code, reason } => Self::Permanent { code, reason: format!("{context}: {reason}") },
+            Self::Invalid(e) => Self::Permanent { code: None, reason: format!("{context}: {e}") },
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct GraphClient {
     http: reqwest::Client,
@@ -49,6 +67,11 @@ struct SendResponse {
 
 #[derive(Deserialize)]
 struct SentMessage {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct UploadResponse {
     id: String,
 }
 
@@ -90,15 +113,87 @@ impl GraphClient {
         callback_data: &str,
     ) -> Result<String, SendError> {
         message.validate()?;
-        let url = format!("{}/{}/messages", self.base_url, phone_number_id);
+        self.post_message(phone_number_id, token, &message.to_graph_json(to, callback_data)?).await
+    }
+
+    /// Sends an image uploaded with [`GraphClient::upload_media`] and returns its wamid.
+    pub async fn send_image(
+        &self,
+        phone_number_id: &str,
+        token: &Secret,
+        to: &Recipient,
+        image: &UploadedImage,
+        callback_data: &str,
+    ) -> Result<String, SendError> {
+        image.validate()?;
+        self.post_message(phone_number_id, token, &image.to_graph_json(to, callback_data)).await
+    }
+
+    /// Uploads a media file (multipart: `messaging_product`, `type`, `file`) and returns the
+    /// media id that messages reference. Failures are classified like sends, except that an
+    /// unknown outcome is a plain retry (see the module docs).
+    pub async fn upload_media(
+        &self,
+        phone_number_id: &str,
+        token: &Secret,
+        bytes: Vec<u8>,
+        mime: &str,
+    ) -> Result<String, SendError> {
+        self.upload(phone_number_id, token, bytes, mime).await.map_err(|e| match e {
+            SendError::Unknown { reason } => SendError::Retry { reason, retry_after: None },
+            other => other,
+        })
+    }
+
+    async fn upload(
+        &self,
+        phone_number_id: &str,
+        token: &Secret,
+        bytes: Vec<u8>,
+        mime: &str,
+    ) -> Result<String, SendError> {
+        let context = |e: SendError| e.context("media upload");
+        let extension = mime.rsplit('/').next().filter(|e| !e.is_empty()).unwrap_or("bin");
+        let file = Part::bytes(bytes)
+            .file_name(format!("upload.{extension}"))
+            .mime_str(mime)
+            .map_err(|e| SendError::Permanent { code: None, reason: format!("invalid media type {mime:?}: {e}") })
+            .map_err(context)?;
+        let form = Form::new().text("messaging_product", "whatsapp").text("type", mime.to_owned()).part("file", file);
+        let url = format!("{}/{}/media", self.base_url, phone_number_id);
         let response = self
             .http
             .post(url)
             .bearer_auth(token.expose())
-            .json(&message.to_graph_json(to, callback_data))
+            .multipart(form)
             .send()
             .await
-            .map_err(classify_transport)?;
+            .map_err(|e| context(classify_transport(e)))?;
+        let status = response.status();
+        let retry_after = retry_after(&response);
+        let body = response.bytes().await.map_err(|e| {
+            context(SendError::Unknown { reason: format!("response body lost after HTTP {status}: {e}") })
+        })?;
+        if status.is_success() {
+            let parsed: UploadResponse = serde_json::from_slice(&body).map_err(|e| {
+                context(SendError::Unknown {
+                    reason: format!("accepted (HTTP {status}) but the response has no readable media id: {e}"),
+                })
+            })?;
+            return Ok(parsed.id);
+        }
+        Err(context(classify_error(status, &body, retry_after)))
+    }
+
+    async fn post_message(
+        &self,
+        phone_number_id: &str,
+        token: &Secret,
+        body: &serde_json::Value,
+    ) -> Result<String, SendError> {
+        let url = format!("{}/{}/messages", self.base_url, phone_number_id);
+        let response =
+            self.http.post(url).bearer_auth(token.expose()).json(body).send().await.map_err(classify_transport)?;
         let status = response.status();
         let retry_after = retry_after(&response);
         let body = response
@@ -184,5 +279,22 @@ mod tests {
         ));
         assert!(matches!(classify_error(StatusCode::BAD_GATEWAY, b"<html>", None), SendError::Retry { .. }));
         assert!(matches!(classify_error(StatusCode::TOO_MANY_REQUESTS, b"", None), SendError::Retry { .. }));
+    }
+
+    #[test]
+    fn context_keeps_the_class() {
+        let retry = SendError::Retry { reason: "HTTP 503".into(), retry_after: Some(Duration::from_secs(2)) };
+        assert_eq!(
+            retry.context("media upload"),
+            SendError::Retry { reason: "media upload: HTTP 503".into(), retry_after: Some(Duration::from_secs(2)) }
+        );
+        let permanent = SendError::Permanent { code: Some(131009), reason: "bad".into() };
+        assert!(
+            matches!(permanent.context("x"), SendError::Permanent { code: Some(131009), reason } if reason == "x: bad")
+        );
+        let invalid = SendError::Invalid(MessageError::Empty { what: "text body" });
+        assert!(
+            matches!(invalid.context("x"), SendError::Permanent { code: None, reason } if reason == "x: text body is empty")
+        );
     }
 }

@@ -8,4 +8,4 @@ pub mod signature;
 pub mod webhook;
 
 pub use client::{GraphClient, SendError};
-pub use message::{ListRow, ListSection, MessageError, OutboundMessage, Recipient, ReplyButton};
+pub use message::{ListRow, ListSection, MessageError, OutboundMessage, Recipient, ReplyButton, UploadedImage};

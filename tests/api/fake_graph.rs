@@ -1,11 +1,15 @@
-//! A loopback Graph API: records every send and answers as told (success, 429, 5xx, a Meta
-//! error code, or a hang past the client's timeout after the request arrived).
+//! A loopback Graph API: records every send and media upload and answers as told (success, 429,
+//! 5xx, a Meta error code, or a hang past the client's timeout after the request arrived).
+//!
+//! `POST /{phone_number_id}/messages` takes JSON; `POST /{phone_number_id}/media` takes the
+//! documented multipart form (`messaging_product`, `type`, `file`) and answers `{ "id": … }`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -30,11 +34,37 @@ pub struct Send {
     pub body: Value,
 }
 
+/// One `POST /{phone_number_id}/media`, as far as the form could be read.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub phone_number_id: String,
+    pub authorization: Option<String>,
+    /// The `messaging_product` field.
+    pub messaging_product: Option<String>,
+    /// The `type` field (the media's MIME type).
+    pub media_type: Option<String>,
+    /// The `file` part's filename and its own `Content-Type`.
+    pub file_name: Option<String>,
+    pub file_content_type: Option<String>,
+    pub file: Vec<u8>,
+}
+
+impl Upload {
+    pub fn is_png(&self) -> bool {
+        self.file.starts_with(b"\x89PNG\r\n\x1a\n")
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     script: VecDeque<Reply>,
     sends: Vec<Send>,
     next_id: u64,
+    upload_script: VecDeque<Reply>,
+    uploads: Vec<Upload>,
+    next_media_id: u64,
+    /// Replies for every send of an `interactive.type`, ahead of the script.
+    by_interactive_type: HashMap<String, Reply>,
 }
 
 #[derive(Clone)]
@@ -46,7 +76,10 @@ pub struct FakeGraph {
 impl FakeGraph {
     pub async fn start() -> Self {
         let inner = Arc::new(Mutex::new(Inner::default()));
-        let app = axum::Router::new().route("/{phone_number_id}/messages", post(messages)).with_state(inner.clone());
+        let app = axum::Router::new()
+            .route("/{phone_number_id}/messages", post(messages))
+            .route("/{phone_number_id}/media", post(media))
+            .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake graph");
         let url = format!("http://{}/v25.0", listener.local_addr().expect("addr"));
         let app = axum::Router::new().nest("/v25.0", app);
@@ -64,6 +97,22 @@ impl FakeGraph {
     pub fn sends(&self) -> Vec<Send> {
         self.inner.lock().expect("lock").sends.clone()
     }
+
+    /// Queues replies for the next media uploads; once empty, uploads are accepted.
+    pub fn script_uploads(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.inner.lock().expect("lock").upload_script.extend(replies);
+    }
+
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.inner.lock().expect("lock").uploads.clone()
+    }
+
+    /// Answers every send of this `interactive.type` (say `order_details` on a number not
+    /// enabled for payments) with `reply`, whatever the script says; other sends go on as
+    /// scripted.
+    pub fn answer_interactive(&self, interactive_type: &str, reply: Reply) {
+        self.inner.lock().expect("lock").by_interactive_type.insert(interactive_type.to_owned(), reply);
+    }
 }
 
 async fn messages(
@@ -80,30 +129,135 @@ async fn messages(
             body: body.clone(),
         });
         inner.next_id += 1;
-        (inner.script.pop_front().unwrap_or(Reply::Accept), inner.next_id)
+        let by_type = body["interactive"]["type"].as_str().and_then(|t| inner.by_interactive_type.get(t)).cloned();
+        let reply = match by_type {
+            Some(reply) => reply,
+            None => inner.script.pop_front().unwrap_or(Reply::Accept),
+        };
+        (reply, inner.next_id)
     };
-    match reply {
-        Reply::Accept => Json(json!({
+    answer(reply, || {
+        Json(json!({
             "messaging_product": "whatsapp",
             "contacts": [{ "input": body["to"], "wa_id": body["to"].as_str().map(|t| t.trim_start_matches('+')) }],
             "messages": [{ "id": format!("wamid.FAKE{id:06}") }],
         }))
-        .into_response(),
-        Reply::Error(status, code) => (
-            StatusCode::from_u16(status).expect("status"),
-            Json(json!({ "error": {
-                "message": format!("(#{code}) simulated"),
-                "type": "OAuthException",
-                "code": code,
-                "error_data": { "messaging_product": "whatsapp", "details": "simulated by the fake" },
-                "fbtrace_id": "AFakeTrace",
-            }})),
-        )
-            .into_response(),
+        .into_response()
+    })
+    .await
+}
+
+async fn media(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(phone_number_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let parts = match parse_multipart(content_type, &body) {
+        Ok(parts) => parts,
+        Err(e) => return refuse_with(400, 100, &format!("unreadable multipart form: {e}")),
+    };
+    let field =
+        |name: &str| parts.iter().find(|p| p.name == name).map(|p| String::from_utf8_lossy(&p.body).into_owned());
+    let file = parts.iter().find(|p| p.name == "file");
+    let upload = Upload {
+        phone_number_id,
+        authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        messaging_product: field("messaging_product"),
+        media_type: field("type"),
+        file_name: file.and_then(|f| f.file_name.clone()),
+        file_content_type: file.and_then(|f| f.content_type.clone()),
+        file: file.map(|f| f.body.clone()).unwrap_or_default(),
+    };
+    let (reply, id) = {
+        let mut inner = inner.lock().expect("lock");
+        inner.uploads.push(upload);
+        inner.next_media_id += 1;
+        (inner.upload_script.pop_front().unwrap_or(Reply::Accept), inner.next_media_id)
+    };
+    answer(reply, || Json(json!({ "id": format!("media.FAKE{id:06}") })).into_response()).await
+}
+
+/// Meta's error envelope with `code`.
+fn refuse_with(status: u16, code: i64, details: &str) -> Response {
+    (
+        StatusCode::from_u16(status).expect("status"),
+        Json(json!({ "error": {
+            "message": format!("(#{code}) simulated"),
+            "type": "OAuthException",
+            "code": code,
+            "error_data": { "messaging_product": "whatsapp", "details": details },
+            "fbtrace_id": "AFakeTrace",
+        }})),
+    )
+        .into_response()
+}
+
+/// `reply` as sends and uploads give it; `accept` is the endpoint's own success.
+async fn answer(reply: Reply, accept: impl FnOnce() -> Response) -> Response {
+    match reply {
+        Reply::Accept => accept(),
+        Reply::Error(status, code) => refuse_with(status, code, "simulated by the fake"),
         Reply::Status(status) => StatusCode::from_u16(status).expect("status").into_response(),
         Reply::Hang => {
             tokio::time::sleep(Duration::from_secs(30)).await;
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
     }
+}
+
+struct FormPart {
+    name: String,
+    file_name: Option<String>,
+    content_type: Option<String>,
+    body: Vec<u8>,
+}
+
+/// Just enough of RFC 7578 for the client's form: `--boundary` delimited parts, each with
+/// headers, a blank line and a body.
+fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<FormPart>, String> {
+    if !content_type.starts_with("multipart/form-data") {
+        return Err(format!("content type {content_type:?}"));
+    }
+    let boundary = content_type
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("boundary="))
+        .map(|b| b.trim_matches('"'))
+        .ok_or("no boundary")?;
+    let delimiter = format!("--{boundary}").into_bytes();
+    let next_delimiter = [b"\r\n".as_slice(), &delimiter].concat();
+    let find = |haystack: &[u8], needle: &[u8]| haystack.windows(needle.len()).position(|w| w == needle);
+    let start = find(body, &delimiter).ok_or("no opening boundary")?;
+    let mut rest = &body[start + delimiter.len()..];
+    let mut parts = Vec::new();
+    while !rest.starts_with(b"--") {
+        rest = rest.strip_prefix(b"\r\n").ok_or("a boundary not followed by CRLF")?;
+        let end = find(rest, &next_delimiter).ok_or("an unterminated part")?;
+        let (part, after) = rest.split_at(end);
+        rest = &after[next_delimiter.len()..];
+        let split = find(part, b"\r\n\r\n").ok_or("a part without headers")?;
+        let head = std::str::from_utf8(&part[..split]).map_err(|e| e.to_string())?;
+        let mut form_part =
+            FormPart { name: String::new(), file_name: None, content_type: None, body: part[split + 4..].to_vec() };
+        for line in head.split("\r\n") {
+            let (header, value) = line.split_once(':').ok_or("a malformed header")?;
+            match header.trim().to_ascii_lowercase().as_str() {
+                "content-disposition" => {
+                    for attribute in value.split(';').map(str::trim) {
+                        let unquote = |v: &str| v.trim_matches('"').to_owned();
+                        if let Some(v) = attribute.strip_prefix("name=") {
+                            form_part.name = unquote(v);
+                        } else if let Some(v) = attribute.strip_prefix("filename=") {
+                            form_part.file_name = Some(unquote(v));
+                        }
+                    }
+                }
+                "content-type" => form_part.content_type = Some(value.trim().to_owned()),
+                _ => {}
+            }
+        }
+        parts.push(form_part);
+    }
+    Ok(parts)
 }

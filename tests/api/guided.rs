@@ -34,7 +34,11 @@ fn ids(m: &OutboundMessage) -> Vec<String> {
     match m {
         OutboundMessage::Buttons { buttons, .. } => buttons.iter().map(|b| b.id.clone()).collect(),
         OutboundMessage::List { sections, .. } => sections.iter().flat_map(|s| &s.rows).map(|r| r.id.clone()).collect(),
-        OutboundMessage::Text { .. } => vec![],
+        OutboundMessage::Template { quick_replies, .. } => quick_replies.clone(),
+        OutboundMessage::Text { .. }
+        | OutboundMessage::QrImage { .. }
+        | OutboundMessage::OrderDetails { .. }
+        | OutboundMessage::OrderStatus { .. } => vec![],
     }
 }
 
@@ -58,9 +62,11 @@ contract!(book_and_cancel_through_menus, |db| async move {
     assert!(day.starts_with(&format!("g:day:{}:{}:", s.corte, s.ze)), "{day}");
     let times = say(db, &app, &s, click("wamid.g5", "list_reply", &day)).await;
     let time = ids(&times)[0].clone();
+    // Choosing a time proposes the booking: its buttons name a pending action.
     let confirm = say(db, &app, &s, click("wamid.g6", "list_reply", &time)).await;
     let ok = ids(&confirm)[0].clone();
-    assert!(ok.starts_with("g:ok:"), "{ok}");
+    assert!(ok.starts_with("a:") && ok.ends_with(":y"), "{ok}");
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 0);
 
     let booked = say(db, &app, &s, click("wamid.g7", "button_reply", &ok)).await;
     assert!(booked.body().starts_with("Pronto!"), "{}", booked.body());
@@ -71,7 +77,7 @@ contract!(book_and_cancel_through_menus, |db| async move {
     assert!(app.drain_turns().await.is_empty());
     assert_eq!(db.store.list_outbound(s.tenant.id).await.unwrap().len(), before);
     let again = say(db, &app, &s, click("wamid.g8", "button_reply", &ok)).await;
-    assert!(again.body().contains("já está confirmado"), "{}", again.body());
+    assert!(again.body().contains("já foi confirmado"), "{}", again.body());
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
 
     let mine = say(db, &app, &s, text("wamid.g9", FROM, "Meus horários")).await;
@@ -80,9 +86,9 @@ contract!(book_and_cancel_through_menus, |db| async move {
     let sure = say(db, &app, &s, click("wamid.g10", "list_reply", &cancel)).await;
     let yes = ids(&sure)[0].clone();
     let cancelled = say(db, &app, &s, click("wamid.g11", "button_reply", &yes)).await;
-    assert!(cancelled.body().starts_with("Cancelado"), "{}", cancelled.body());
+    assert!(cancelled.body().starts_with("Pronto, o horário"), "{}", cancelled.body());
     let stale = say(db, &app, &s, click("wamid.g12", "button_reply", &yes)).await;
-    assert!(stale.body().contains("já tinha sido cancelado"), "{}", stale.body());
+    assert!(stale.body().contains("já foi confirmado"), "{}", stale.body());
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 0);
 
     // Nonsense and forged ids bring back the menu.

@@ -57,7 +57,7 @@ contract!(a_refusal_about_the_world_is_evaluated_again, |db| async move {
     assert_eq!(rows[0].status, "refused", "the key is released");
 
     // B cancels: A's identical request is evaluated again, not replayed.
-    executed(s.call(&b, "cancel_booking", json!({ "booking_id": held["booking_id"] })).await);
+    assert_eq!(s.cancel(&b, &held["booking_id"]).await["status"], "executed");
     let booked = executed(s.call(&a, "create_booking", book).await);
     assert_eq!(booked["starts_at"], WED_14);
 
@@ -99,7 +99,7 @@ contract!(a_move_rekeys_the_booking_and_a_cancel_releases_every_key, |db| async 
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 2);
 
     // Cancelling supersedes the move too: repeating it now is evaluated, and refused.
-    executed(s.call(&c, "cancel_booking", json!({ "booking_id": id })).await);
+    assert_eq!(s.cancel(&c, &id).await["status"], "executed");
     let moved_again = s.call(&c, "reschedule_booking", json!({ "booking_id": id, "starts_at": WED_16 })).await;
     assert!(refusal(&moved_again).0.contains("not found"), "{moved_again:?}");
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
@@ -254,7 +254,8 @@ impl Tool for StopsOnce {
 /// The model-driven turn as the app builds it, with `create_booking` wrapped.
 fn agent_with(store: &Store, replier: Replier, fake: &FakeModel, stop: Stop) -> Arc<dyn TurnHandler> {
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
-    let mut tools = balcao::agent::tools::booking_tools(store);
+    let clicks = Arc::new(balcao::actions::ClickHandler::new(store.clone(), replier.clone(), Duration::from_secs(120)));
+    let mut tools = balcao::agent::tools::booking_tools(store, &clicks.proposer, &clicks);
     for tool in &mut tools {
         if tool.spec().name == "create_booking" {
             *tool = Arc::new(StopsOnce { inner: tool.clone(), calls: AtomicUsize::new(0), stop });
@@ -283,6 +284,7 @@ fn agent_with(store: &Store, replier: Replier, fake: &FakeModel, stop: Stop) -> 
         tools,
         settings: AgentSettings { max_steps: 6, max_tokens: 512, history_turns: 20, history_budget_chars: 60_000 },
         fallback: guided,
+        audience: balcao::agent::Audience::Customer,
     })
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use balcao::domain::{ConversationId, JobId};
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
-use balcao::jobs::{FailOutcome, JobState, RunOutcome, TurnTiming, Worker};
+use balcao::jobs::{FailOutcome, JobKind, JobState, RunOutcome, TurnTiming, Worker};
 use balcao::jobs::{Turn, TurnHandler};
 use balcao::metrics::Metrics;
 use balcao::store::{InboundStore, JobStore, Recorded, Store};
@@ -45,7 +45,7 @@ pub async fn record(
     t: &TurnTiming,
     now: DateTime<Utc>,
 ) -> (ConversationId, JobId) {
-    match store.record_inbound(tenant.id, &message(wamid, wa_id), t, now).await.unwrap() {
+    match store.record_inbound(tenant.id, &message(wamid, wa_id), JobKind::Turn, t, now).await.unwrap() {
         Recorded::New { conversation, job } => (conversation, job),
         Recorded::Duplicate => panic!("{wamid} was a duplicate"),
     }

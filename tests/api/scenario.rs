@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use balcao::actions::ClickHandler;
 use balcao::domain::{ContactId, ConversationId};
 use balcao::ledger::{CallContext, Executor, Outcome, Tool};
+use balcao::outbox::Replier;
 use balcao::store::{CatalogStore, InboundStore, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
 use chrono::{DateTime, TimeZone, Utc};
@@ -15,6 +17,18 @@ use crate::common::TestDb;
 use crate::jobs::{record, timing};
 
 pub const LEASE: Duration = Duration::from_secs(120);
+/// The staff number of [`Scenario::with_merchant`] (a `wa_id`).
+pub const STAFF: &str = "5511988887777";
+
+/// [`catalog_file`] with staff (`STAFF`) and the sandbox Pix gateway.
+pub fn merchant_file() -> String {
+    catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, "America/Sao_Paulo").replacen(
+        "[whatsapp]",
+        &format!("staff = [\"+{STAFF}\"]\n[whatsapp]"),
+        1,
+    ) + "[pix]\nkey = \"barbearia@example.com\"\nkey_type = \"email\"\n\
+           merchant_name = \"Barbearia do Zé\"\nmerchant_city = \"São Paulo\"\n"
+}
 
 pub fn catalog_file(slug: &str, phone_number_id: &str, timezone: &str) -> String {
     format!(
@@ -81,16 +95,35 @@ impl Scenario {
     }
 
     pub async fn in_zone(db: &TestDb, timezone: &str) -> Self {
-        let spec = TenantSpec::parse(&catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, timezone)).unwrap();
+        Self::from_file(db, &catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, timezone)).await
+    }
+
+    /// The catalog tenant with staff (`STAFF`) and the sandbox Pix gateway.
+    pub async fn with_merchant(db: &TestDb) -> Self {
+        Self::from_file(db, &merchant_file()).await
+    }
+
+    pub async fn from_file(db: &TestDb, file: &str) -> Self {
+        let spec = TenantSpec::parse(file).unwrap();
         let outcome = db.store.apply_tenant(&spec, Utc::now()).await.unwrap();
         db.store.apply_catalog(outcome.id(), &spec.catalog).await.unwrap();
         let tenant = db.store.tenant(outcome.id()).await.unwrap().unwrap();
         let (services, professionals) = db.store.catalog(tenant.id).await.unwrap();
         let id_of = |name: &str| services.iter().find(|s| s.name == name).map(|s| s.id).unwrap();
         let pro = |name: &str| professionals.iter().find(|p| p.name == name).map(|p| p.id).unwrap();
+        // Local: the scenario sends nothing; messages stay in the outbox.
+        let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+        let clicks = Arc::new(ClickHandler::new(db.store.clone(), replier, LEASE));
+        let mut tools = balcao::agent::tools::booking_tools(&db.store, &clicks.proposer, &clicks);
+        tools.extend(
+            balcao::agent::tools::merchant_tools(&db.store, &clicks.proposer, &clicks)
+                .into_iter()
+                .filter(|t| t.spec().name != "confirm_action"),
+        );
+        tools.push(Arc::new(balcao::agent::tools::ProposeBooking { proposer: clicks.proposer.clone() }));
         Self {
             executor: Executor::new(db.store.clone(), LEASE),
-            tools: balcao::agent::tools::booking_tools(&db.store),
+            tools,
             corte: id_of("Corte masculino"),
             barba: id_of("Barba"),
             ze: pro("Zé"),
@@ -132,6 +165,23 @@ impl Scenario {
 
     pub async fn call(&self, customer: &Customer, tool: &str, input: Value) -> Outcome {
         self.call_at(customer, tool, input, now()).await
+    }
+
+    /// Cancels booking `id` as a customer does now: `cancel_booking` proposes, a typed
+    /// confirmation (`confirm_action`) confirms; returns what `confirm_action` answered.
+    pub async fn cancel(&self, customer: &Customer, id: &Value) -> Value {
+        let proposal = match self.call(customer, "cancel_booking", serde_json::json!({ "booking_id": id })).await {
+            Outcome::Executed(v) | Outcome::AlreadyDone(v) => v,
+            other => panic!("cancel_booking did not propose: {other:?}"),
+        };
+        assert_eq!(proposal["status"], "awaiting_confirmation", "{proposal}");
+        // A later message confirms it (the proposing one cannot).
+        let input = serde_json::json!({ "action_id": proposal["action_id"] });
+        let ctx = self.ctx(customer, Some("wamid.confirm"), now());
+        match self.executor.execute(self.tool("confirm_action").as_ref(), &ctx, &input).await.unwrap() {
+            Outcome::Executed(v) | Outcome::AlreadyDone(v) => v,
+            other => panic!("confirm_action failed: {other:?}"),
+        }
     }
 
     pub async fn call_at(&self, customer: &Customer, tool: &str, input: Value, at: DateTime<Utc>) -> Outcome {

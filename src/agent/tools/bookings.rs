@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::catalog::{Bookings, free_slots, slots_json};
 use super::{booking_json, permanent, transient};
+use crate::actions::{ActionPayload, Proposal, Proposer};
 use crate::booking::availability::block;
 use crate::booking::{Appointment, BookingError, Professional, Service};
 use crate::ledger::normalize::parse_instant;
@@ -21,6 +22,7 @@ use crate::ledger::{
     CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerKey, Tool, ToolCall, ToolFailure, ToolSpec,
     derive_key,
 };
+use crate::messages::{ActionText, action_text};
 use crate::store::{BookingStore, CatalogStore, Move, NewAppointment, SettleWith, Store};
 
 fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
@@ -129,6 +131,52 @@ fn create_key(ctx: &CallContext<'_>, professional_id: i64, start: DateTime<Utc>)
         .map_err(|e| ToolFailure::Transient(e.to_string()))
 }
 
+/// Books the call's customer: `create_booking`, and a confirmed `booking` action.
+pub(crate) async fn book(
+    store: &Store,
+    call: &ToolCall<'_>,
+    service_id: i64,
+    professional_id: i64,
+    start: DateTime<Utc>,
+) -> Result<Value, ToolFailure> {
+    let ctx = call.ctx;
+    let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
+        return Err(ToolFailure::Transient("bookings run through the ledger".into()));
+    };
+    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+    let render = renderer(call, services.clone(), professionals);
+    // A takeover (an earlier attempt died or lost the row) finds what is booked under the
+    // key, so the answer is the booking, not a refusal of its own slot.
+    if attempt.previous.is_some()
+        && let Some(existing) = store.appointment_by_key(ctx.tenant.id, key).await.map_err(transient)?
+    {
+        return Ok(render(&existing));
+    }
+    let service: &Service = services
+        .iter()
+        .find(|s| s.id == service_id)
+        .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
+    let wanted = Wanted { service_id, professional_id, start };
+    check_offered(store, call, wanted).await?;
+    let (starts_at, ends_at) = block(service, start);
+    let new = NewAppointment {
+        tenant: ctx.tenant.id,
+        contact: ctx.customer,
+        service_id,
+        professional_id,
+        starts_at,
+        ends_at,
+        price: service.price,
+        key,
+        allow_customer_overlap: false,
+    };
+    let settle = SettleWith { fence: attempt.fence(), render: &render };
+    match store.insert_appointment(&new, Some(&settle), ctx.now).await {
+        Ok(appointment) => Ok(render(&appointment)),
+        Err(e) => Err(booking_failure(store, call, e, Some(wanted)).await),
+    }
+}
+
 pub struct ListMyBookings {
     pub store: Store,
 }
@@ -201,55 +249,21 @@ impl Tool for CreateBooking {
     }
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
-        let ctx = call.ctx;
-        let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
-            return Err(ToolFailure::Transient("create_booking runs through the ledger".into()));
-        };
         let service_id = call.args.i64("service_id").unwrap_or_default();
         let professional_id = call.args.i64("professional_id").unwrap_or_default();
-        let start = starts_at(call)?;
-        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
-        let render = renderer(call, services.clone(), professionals);
-        // A takeover (an earlier attempt died or lost the row) finds what is booked under the
-        // key, so the answer is the booking, not a refusal of its own slot.
-        if attempt.previous.is_some()
-            && let Some(existing) = self.store.appointment_by_key(ctx.tenant.id, key).await.map_err(transient)?
-        {
-            return Ok(render(&existing));
-        }
-        let service: &Service = services
-            .iter()
-            .find(|s| s.id == service_id)
-            .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
-        let wanted = Wanted { service_id, professional_id, start };
-        check_offered(&self.store, call, wanted).await?;
-        let (starts_at, ends_at) = block(service, start);
-        let new = NewAppointment {
-            tenant: ctx.tenant.id,
-            contact: ctx.customer,
-            service_id,
-            professional_id,
-            starts_at,
-            ends_at,
-            price: service.price,
-            key,
-            allow_customer_overlap: false,
-        };
-        let settle = SettleWith { fence: attempt.fence(), render: &render };
-        match self.store.insert_appointment(&new, Some(&settle), ctx.now).await {
-            Ok(appointment) => Ok(render(&appointment)),
-            Err(e) => Err(booking_failure(&self.store, call, e, Some(wanted)).await),
-        }
+        book(&self.store, call, service_id, professional_id, starts_at(call)?).await
     }
 }
 
 pub struct CancelBooking {
-    pub store: Store,
+    pub proposer: Proposer,
 }
 
 static CANCEL_BOOKING: ToolSpec = ToolSpec {
     name: "cancel_booking",
-    description: "Cancels one of the customer's upcoming bookings.",
+    description: "Asks the customer to confirm cancelling one of their upcoming bookings: sends Confirmar/Cancelar \
+                  buttons and returns awaiting_confirmation. Nothing is cancelled until the customer taps Confirmar \
+                  (or says so, and you call confirm_action).",
     effect: Effect::Write {
         policy: KeyPolicy::Business,
         on_conflict: "This booking was already handled. Call list_my_bookings to see the current state.",
@@ -269,19 +283,53 @@ impl Tool for CancelBooking {
         &CANCEL_BOOKING
     }
 
+    /// Proposes: the customer confirms with a button (or, typed, through `confirm_action`).
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
-        let Some(attempt) = call.attempt else {
-            return Err(ToolFailure::Transient("cancel_booking runs through the ledger".into()));
-        };
         let id = call.args.i64("booking_id").unwrap_or_default();
-        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
-        let render = renderer(call, services, professionals);
-        let settle = SettleWith { fence: attempt.fence(), render: &render };
-        match self.store.cancel_appointment(ctx.tenant.id, ctx.customer, id, Some(&settle), ctx.now).await {
-            Ok(cancelled) => Ok(render(&cancelled)),
-            Err(e) => Err(booking_failure(&self.store, call, e, None).await),
+        let store = &self.proposer.store;
+        let current = customer_booking(store, call, id).await?;
+        let (services, _) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let service = services.iter().find(|s| s.id == current.service_id).map_or("?", |s| s.name.as_str());
+        let when = crate::messages::when_at(ctx.tenant.timezone, current.starts_at);
+        let text =
+            action_text(ActionText::OfferCancellation { service, when: &when }).map_err(|e| transient_text(&e))?;
+        let proposal = Proposal::new(ActionPayload::Cancellation { booking_id: id }, text, ctx.now);
+        self.proposer.propose(call, proposal).await
+    }
+}
+
+/// The customer's active booking `id` that has not started, or why not.
+async fn customer_booking(store: &Store, call: &ToolCall<'_>, id: i64) -> Result<Appointment, ToolFailure> {
+    let ctx = call.ctx;
+    match store.appointment(ctx.tenant.id, id).await.map_err(transient)? {
+        Some(a) if a.contact_id == ctx.customer.0 && matches!(a.status.as_str(), "held" | "confirmed") => {
+            if a.starts_at <= ctx.now {
+                return Err(booking_failure(store, call, BookingError::AlreadyStarted(Box::new(a)), None).await);
+            }
+            Ok(a)
         }
+        _ => Err(permanent(format!("booking {id} not found among this customer's upcoming bookings"), Value::Null)),
+    }
+}
+
+fn transient_text(e: &dyn std::fmt::Display) -> ToolFailure {
+    ToolFailure::Transient(e.to_string())
+}
+
+/// Cancels the call's customer's booking `id` in the call's atomic phase: a confirmed
+/// `cancellation` action.
+pub(crate) async fn cancel(store: &Store, call: &ToolCall<'_>, id: i64) -> Result<Value, ToolFailure> {
+    let ctx = call.ctx;
+    let Some(attempt) = call.attempt else {
+        return Err(ToolFailure::Transient("cancellations run through the ledger".into()));
+    };
+    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+    let render = renderer(call, services, professionals);
+    let settle = SettleWith { fence: attempt.fence(), render: &render };
+    match store.cancel_appointment(ctx.tenant.id, ctx.customer, id, Some(&settle), ctx.now).await {
+        Ok(cancelled) => Ok(render(&cancelled)),
+        Err(e) => Err(booking_failure(store, call, e, None).await),
     }
 }
 
@@ -321,45 +369,101 @@ impl Tool for RescheduleBooking {
     }
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
-        let ctx = call.ctx;
-        let Some(attempt) = call.attempt else {
-            return Err(ToolFailure::Transient("reschedule_booking runs through the ledger".into()));
-        };
         let id = call.args.i64("booking_id").unwrap_or_default();
+        move_booking(&self.store, call, id, starts_at(call)?).await
+    }
+}
+
+/// Moves the call's customer's booking `id` to `start` in the call's atomic phase:
+/// `reschedule_booking`, and a confirmed `move` action.
+pub(crate) async fn move_booking(
+    store: &Store,
+    call: &ToolCall<'_>,
+    id: i64,
+    start: DateTime<Utc>,
+) -> Result<Value, ToolFailure> {
+    let ctx = call.ctx;
+    let Some(attempt) = call.attempt else {
+        return Err(ToolFailure::Transient("moves run through the ledger".into()));
+    };
+    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+    let render = renderer(call, services, professionals);
+    let current = customer_booking(store, call, id).await?;
+    if current.starts_at == start {
+        return Ok(render(&current));
+    }
+    let wanted = Wanted { service_id: current.service_id, professional_id: current.professional_id, start };
+    check_offered(store, call, wanted).await?;
+    let key = create_key(ctx, current.professional_id, start)?;
+    let to = Move {
+        tenant: ctx.tenant.id,
+        contact: ctx.customer,
+        id,
+        starts_at: start,
+        ends_at: start + (current.ends_at - current.starts_at),
+        key: &key,
+    };
+    let settle = SettleWith { fence: attempt.fence(), render: &render };
+    match store.move_appointment(&to, Some(&settle), ctx.now).await {
+        Ok(moved) => Ok(render(&moved)),
+        Err(e) => Err(booking_failure(store, call, e, Some(wanted)).await),
+    }
+}
+
+/// The guided menu's booking confirmation: proposes the booking as a pending action (never
+/// offered to the model, which books directly with `create_booking`).
+pub struct ProposeBooking {
+    pub proposer: Proposer,
+}
+
+static PROPOSE_BOOKING: ToolSpec = ToolSpec {
+    name: "propose_booking",
+    description: "Offers the customer Confirmar/Cancelar buttons for a booking.",
+    effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "This booking was already offered in this turn." },
+    fields: &[
+        FieldSpec { name: "service_id", kind: FieldKind::Id, required: true, identity: true, description: "" },
+        FieldSpec { name: "professional_id", kind: FieldKind::Id, required: true, identity: true, description: "" },
+        FieldSpec { name: "starts_at", kind: FieldKind::Instant, required: true, identity: true, description: "" },
+    ],
+};
+
+#[async_trait]
+impl Tool for ProposeBooking {
+    fn spec(&self) -> &'static ToolSpec {
+        &PROPOSE_BOOKING
+    }
+
+    async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
+        let ctx = call.ctx;
+        let store = &self.proposer.store;
+        let service_id = call.args.i64("service_id").unwrap_or_default();
+        let professional_id = call.args.i64("professional_id").unwrap_or_default();
         let start = starts_at(call)?;
-        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
-        let render = renderer(call, services, professionals);
-        let current = match self.store.appointment(ctx.tenant.id, id).await.map_err(transient)? {
-            Some(a) if a.contact_id == ctx.customer.0 && matches!(a.status.as_str(), "held" | "confirmed") => a,
-            _ => {
-                return Err(permanent(
-                    format!("booking {id} not found among this customer's upcoming bookings"),
-                    Value::Null,
-                ));
-            }
-        };
-        if current.starts_at <= ctx.now {
-            let e = BookingError::AlreadyStarted(Box::new(current));
-            return Err(booking_failure(&self.store, call, e, None).await);
+        let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let service = services
+            .iter()
+            .find(|s| s.id == service_id)
+            .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
+        let professional = professionals
+            .iter()
+            .find(|p| p.id == professional_id)
+            .ok_or_else(|| permanent("unknown professional_id", Value::Null))?;
+        let wanted = Wanted { service_id, professional_id, start };
+        check_offered(store, call, wanted).await?;
+        let upcoming = store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(transient)?;
+        let (_, ends_at) = block(service, start);
+        if let Some(own) = upcoming.iter().find(|a| a.starts_at < ends_at && a.ends_at > start) {
+            let e = BookingError::CustomerOverlap(Box::new(own.clone()));
+            return Err(booking_failure(store, call, e, Some(wanted)).await);
         }
-        if current.starts_at == start {
-            return Ok(render(&current));
-        }
-        let wanted = Wanted { service_id: current.service_id, professional_id: current.professional_id, start };
-        check_offered(&self.store, call, wanted).await?;
-        let key = create_key(ctx, current.professional_id, start)?;
-        let to = Move {
-            tenant: ctx.tenant.id,
-            contact: ctx.customer,
-            id,
-            starts_at: start,
-            ends_at: start + (current.ends_at - current.starts_at),
-            key: &key,
-        };
-        let settle = SettleWith { fence: attempt.fence(), render: &render };
-        match self.store.move_appointment(&to, Some(&settle), ctx.now).await {
-            Ok(moved) => Ok(render(&moved)),
-            Err(e) => Err(booking_failure(&self.store, call, e, Some(wanted)).await),
-        }
+        let when = crate::messages::when_at(ctx.tenant.timezone, start);
+        let text = action_text(ActionText::OfferBooking {
+            service: &service.name,
+            professional: &professional.name,
+            when: &when,
+        })
+        .map_err(|e| transient_text(&e))?;
+        let payload = ActionPayload::Booking { service_id, professional_id, starts_at: start };
+        self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
     }
 }

@@ -1,9 +1,12 @@
 //! The tool registry. Names and inputs are a contract with the model (and the guided agent):
 //! `list_services`, `check_availability`, `list_my_bookings` read; `create_booking`,
-//! `cancel_booking`, `reschedule_booking` write through the ledger.
+//! `reschedule_booking` write through the ledger; `cancel_booking` proposes (a pending action
+//! confirmed by a button) and `confirm_action` confirms a booking-kind proposal by text.
 
 mod bookings;
 mod catalog;
+mod confirm;
+mod merchant;
 
 use std::sync::Arc;
 
@@ -11,22 +14,39 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::{Value, json};
 
-pub use bookings::{CancelBooking, CreateBooking, ListMyBookings, RescheduleBooking};
+pub use bookings::{CancelBooking, CreateBooking, ListMyBookings, ProposeBooking, RescheduleBooking};
+pub(crate) use bookings::{book, cancel, move_booking};
 pub use catalog::{CheckAvailability, ListServices};
+pub use confirm::ConfirmAction;
+pub use merchant::{Agenda, ListCharges, ProposeCharge};
+pub(crate) use merchant::{agenda_of, check_charge};
 
+use crate::actions::{ClickHandler, Proposer};
 use crate::booking::{Appointment, Professional, Service};
 use crate::ledger::{Tool, ToolFailure};
 use crate::store::{Store, StoreError};
 
 /// Every tool, in the order the model sees them.
-pub fn booking_tools(store: &Store) -> Vec<Arc<dyn Tool>> {
+pub fn booking_tools(store: &Store, proposer: &Proposer, clicks: &Arc<ClickHandler>) -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(ListServices { store: store.clone() }),
         Arc::new(CheckAvailability { store: store.clone() }),
         Arc::new(ListMyBookings { store: store.clone() }),
         Arc::new(CreateBooking { store: store.clone() }),
-        Arc::new(CancelBooking { store: store.clone() }),
+        Arc::new(CancelBooking { proposer: proposer.clone() }),
         Arc::new(RescheduleBooking { store: store.clone() }),
+        Arc::new(ConfirmAction { clicks: clicks.clone() }),
+    ]
+}
+
+/// The merchant's tools, in the order the model sees them.
+pub fn merchant_tools(store: &Store, proposer: &Proposer, clicks: &Arc<ClickHandler>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ListCharges { store: store.clone() }),
+        Arc::new(Agenda { store: store.clone() }),
+        Arc::new(ProposeCharge { proposer: proposer.clone() }),
+        // For a charge it only sends the buttons again: no text moves money.
+        Arc::new(ConfirmAction { clicks: clicks.clone() }),
     ]
 }
 

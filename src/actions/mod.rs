@@ -1,0 +1,331 @@
+//! Pending actions: what needs a person's explicit "yes" before it happens (a cancellation, a
+//! Pix charge, the guided menu's booking, a reminder's attendance).
+//!
+//! Invariants:
+//! - an action is proposed as a `pending_actions` row with a random id, an expiry and the
+//!   buttons that offer it; the button ids carry the action id and nothing else the server
+//!   trusts ([`ClickId`]);
+//! - at most one action of a kind about one subject is pending per conversation (partial
+//!   unique index): a new proposal supersedes the older one in the same transaction;
+//! - the only way out of `pending` is one conditional update (tenant, conversation, status
+//!   pending, not expired, and for merchant kinds a staff clicker): two clicks, a click and a
+//!   typed confirmation, or a click and the expiry, have exactly one winner;
+//! - a confirmed action executes through the ledger under a key derived from the action id,
+//!   so a crash between the confirm and the execution is finished by the retry, never doubled;
+//! - a click is answered without the model, in its own job, keyed by the click's message id;
+//! - money moves only on a button: a typed confirmation of a charge re-sends the buttons.
+
+mod click;
+mod execute;
+mod expiry;
+mod propose;
+
+pub use click::{ClickHandler, ClickOutcome, confirm_typed, is_staff};
+pub use execute::ExecuteAction;
+pub use expiry::{expire_due, run_expiry};
+pub use propose::{Proposal, Proposer, offer_message};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// A pending action's id: random, so it cannot be guessed from anything the customer sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ActionId(pub Uuid);
+
+impl ActionId {
+    pub fn random() -> Self {
+        Self(Uuid::new_v4())
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        Uuid::try_parse(raw).ok().map(Self)
+    }
+
+    /// What a ledger row about this action records as its subject.
+    pub fn subject(&self) -> String {
+        format!("action:{}", self.0)
+    }
+}
+
+impl std::fmt::Display for ActionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Cancellation,
+    Booking,
+    Move,
+    Charge,
+    Attendance,
+}
+
+impl ActionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Cancellation => "cancellation",
+            Self::Booking => "booking",
+            Self::Move => "move",
+            Self::Charge => "charge",
+            Self::Attendance => "attendance",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "cancellation" => Self::Cancellation,
+            "booking" => Self::Booking,
+            "move" => Self::Move,
+            "charge" => Self::Charge,
+            "attendance" => Self::Attendance,
+            _ => return None,
+        })
+    }
+
+    /// Only the tenant's staff may confirm these.
+    pub fn merchant_only(self) -> bool {
+        matches!(self, Self::Charge)
+    }
+
+    /// May be confirmed by typed text (through `confirm_action`); money never is.
+    pub fn typed_confirmation_allowed(self) -> bool {
+        !matches!(self, Self::Charge)
+    }
+}
+
+/// What an action will do, typed per kind. Stored as JSON; its fingerprint is the SHA-256 of
+/// that JSON, so a tampered or changed payload is visible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ActionPayload {
+    Cancellation { booking_id: i64 },
+    Booking { service_id: i64, professional_id: i64, starts_at: DateTime<Utc> },
+    Move { booking_id: i64, starts_at: DateTime<Utc> },
+    Charge { customer_phone: crate::domain::PhoneE164, amount: crate::domain::Cents, description: String },
+    Attendance { booking_id: i64 },
+}
+
+impl ActionPayload {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Self::Cancellation { .. } => ActionKind::Cancellation,
+            Self::Booking { .. } => ActionKind::Booking,
+            Self::Move { .. } => ActionKind::Move,
+            Self::Charge { .. } => ActionKind::Charge,
+            Self::Attendance { .. } => ActionKind::Attendance,
+        }
+    }
+
+    /// What the action is about: a newer proposal about the same subject replaces it.
+    pub fn subject(&self) -> String {
+        match self {
+            Self::Cancellation { booking_id } | Self::Move { booking_id, .. } | Self::Attendance { booking_id } => {
+                format!("appointment:{booking_id}")
+            }
+            Self::Booking { professional_id, starts_at, .. } => {
+                format!("slot:{professional_id}:{}", starts_at.timestamp())
+            }
+            // The same charge asked again (the amount or text corrected otherwise is another).
+            Self::Charge { customer_phone, amount, description } => {
+                let about = hex::encode(&Sha256::digest(description.as_bytes())[..8]);
+                format!("charge:{customer_phone}:{}:{about}", amount.0)
+            }
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    pub fn fingerprint(&self) -> String {
+        hex::encode(Sha256::digest(self.to_json().to_string().as_bytes()))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionStatus {
+    Pending,
+    Confirmed,
+    Executed,
+    Failed,
+    Declined,
+    Expired,
+    Superseded,
+}
+
+impl ActionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Confirmed => "confirmed",
+            Self::Executed => "executed",
+            Self::Failed => "failed",
+            Self::Declined => "declined",
+            Self::Expired => "expired",
+            Self::Superseded => "superseded",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => Self::Pending,
+            "confirmed" => Self::Confirmed,
+            "executed" => Self::Executed,
+            "failed" => Self::Failed,
+            "declined" => Self::Declined,
+            "expired" => Self::Expired,
+            "superseded" => Self::Superseded,
+            _ => return None,
+        })
+    }
+}
+
+/// How a person said yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfirmedVia {
+    /// An interactive reply button.
+    Button,
+    /// A template's quick-reply button.
+    TemplateButton,
+    /// Typed text, through the `confirm_action` tool (booking kinds only).
+    Typed,
+}
+
+impl ConfirmedVia {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Button => "button",
+            Self::TemplateButton => "template_button",
+            Self::Typed => "typed",
+        }
+    }
+}
+
+/// A pending action as stored.
+#[derive(Debug, Clone)]
+pub struct PendingAction {
+    pub id: ActionId,
+    pub tenant: crate::domain::TenantId,
+    pub conversation: crate::domain::ConversationId,
+    pub payload: ActionPayload,
+    pub fingerprint: String,
+    pub status: ActionStatus,
+    pub expires_at: DateTime<Utc>,
+    /// What the person was asked (the buttons' message body).
+    pub offer_text: String,
+    pub offer_key: Option<String>,
+    /// The trigger message of the turn that proposed it (none for reminders).
+    pub proposed_by: Option<String>,
+    /// The inbound message (click or typed text) that confirmed it.
+    pub confirmed_message: Option<String>,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl PendingAction {
+    pub fn kind(&self) -> ActionKind {
+        self.payload.kind()
+    }
+}
+
+/// The decision a button carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Confirm,
+    Decline,
+}
+
+/// A button id naming an action: `a:<uuid>:y` or `a:<uuid>:n`. Everything else in the click
+/// (its title, its context) is ignored: the id is looked up, never trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClickId {
+    pub action: ActionId,
+    pub decision: Decision,
+}
+
+impl ClickId {
+    pub fn new(action: ActionId, decision: Decision) -> Self {
+        Self { action, decision }
+    }
+
+    pub fn id(&self) -> String {
+        let d = match self.decision {
+            Decision::Confirm => "y",
+            Decision::Decline => "n",
+        };
+        format!("a:{}:{d}", self.action.0.simple())
+    }
+
+    /// The click a reply id stands for; `None` for anything not in this exact grammar.
+    pub fn parse(raw: &str) -> Option<Self> {
+        // 2 + 32 + 2: anything longer was not ours, and is not even split.
+        if raw.len() != 36 || !raw.is_ascii() {
+            return None;
+        }
+        let rest = raw.strip_prefix("a:")?;
+        let (uuid, decision) = rest.split_once(':')?;
+        let decision = match decision {
+            "y" => Decision::Confirm,
+            "n" => Decision::Decline,
+            _ => return None,
+        };
+        if uuid.len() != 32 || !uuid.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+            return None;
+        }
+        Some(Self { action: ActionId(Uuid::try_parse(uuid).ok()?), decision })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn click_ids_round_trip_and_reject_anything_else() {
+        let id = ActionId::random();
+        for decision in [Decision::Confirm, Decision::Decline] {
+            let click = ClickId::new(id, decision);
+            assert_eq!(ClickId::parse(&click.id()), Some(click));
+            assert!(click.id().len() <= crate::whatsapp::message::BUTTON_ID_MAX);
+        }
+        let good = ClickId::new(id, Decision::Confirm).id();
+        for bad in [
+            String::new(),
+            "a:".into(),
+            good.replace(":y", ":x"),
+            good.to_uppercase(),
+            format!("{good}:extra"),
+            good.replace("a:", "b:"),
+            format!("a:{}:y", id.0.hyphenated()),
+            "a:zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz:y".into(),
+            "g:menu".into(),
+            "a:".repeat(100),
+        ] {
+            assert_eq!(ClickId::parse(&bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn subjects_name_what_an_action_is_about() {
+        let cancel = ActionPayload::Cancellation { booking_id: 7 };
+        let attend = ActionPayload::Attendance { booking_id: 7 };
+        assert_eq!(cancel.subject(), attend.subject());
+        assert_ne!(cancel.fingerprint(), attend.fingerprint());
+        let charge = ActionPayload::Charge {
+            customer_phone: crate::domain::PhoneE164::parse("+5511999990000").expect("a phone"),
+            amount: crate::domain::Cents(5000),
+            description: "Corte".into(),
+        };
+        assert!(charge.subject().starts_with("charge:+5511999990000:5000:"), "{}", charge.subject());
+        assert_eq!(charge.kind(), ActionKind::Charge);
+        assert!(charge.kind().merchant_only() && !charge.kind().typed_confirmation_allowed());
+    }
+}

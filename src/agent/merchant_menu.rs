@@ -1,0 +1,258 @@
+//! The staff's guided menu: "Nova cobrança" (amount → customer's phone → description →
+//! the charge's Confirmar/Cancelar buttons), "Cobranças de hoje", "Agenda de hoje".
+//!
+//! Invariants:
+//! - the form's place is stored per conversation together with the turn that moved it and
+//!   the place before, so a retried turn reads its message against the same step again;
+//! - the charge is proposed through `propose_charge` (ledger, per-turn key) and confirmed only
+//!   by its button, like the model's;
+//! - anything not understood brings back the menu; "cancelar" leaves the form.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::domain::{Cents, PhoneE164};
+use crate::jobs::{Turn, TurnHandler};
+use crate::ledger::normalize::{FieldKind, normalize_text};
+use crate::ledger::{Executor, Outcome, Tool};
+use crate::messages::{MerchantText as M, merchant_text, when_at};
+use crate::outbox::Replier;
+use crate::store::{ChargeStore, MenuStore, Store};
+use crate::whatsapp::message::{BUTTON_TITLE_MAX, clip};
+use crate::whatsapp::{OutboundMessage, ReplyButton};
+
+const NEW_CHARGE: &str = "m:charge";
+const TODAY: &str = "m:today";
+const AGENDA: &str = "m:agenda";
+
+/// Where the merchant is in the "Nova cobrança" form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+enum Form {
+    Amount,
+    Phone { amount: Cents },
+    Description { amount: Cents, phone: PhoneE164 },
+}
+
+/// What is stored: the place after turn `turn`, and the place before it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Stored {
+    turn: i64,
+    before: Option<Form>,
+    after: Option<Form>,
+}
+
+pub struct MerchantMenu {
+    pub store: Store,
+    pub executor: Executor,
+    /// The merchant tools (`propose_charge`, `list_charges`, `agenda`).
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub replier: Replier,
+}
+
+/// A phone as a merchant types it: with or without +55, spaces, dashes and parentheses.
+fn parse_phone(raw: &str) -> Option<PhoneE164> {
+    let digits: String = raw.chars().filter(|c| !matches!(c, ' ' | '-' | '(' | ')' | '.')).collect();
+    let digits = match digits.strip_prefix('+') {
+        Some(international) => international.to_owned(),
+        // DDD + number (10 or 11 digits): a Brazilian number.
+        None if matches!(digits.len(), 10 | 11) => format!("55{digits}"),
+        None => digits,
+    };
+    PhoneE164::parse(&digits).ok()
+}
+
+fn text(screen: M<'_>) -> anyhow::Result<OutboundMessage> {
+    Ok(OutboundMessage::text(merchant_text(screen)?)?)
+}
+
+impl MerchantMenu {
+    fn menu(&self, turn: &Turn, body: Option<String>) -> anyhow::Result<OutboundMessage> {
+        let button = |id: &str, label| -> anyhow::Result<ReplyButton> {
+            Ok(ReplyButton { id: id.to_owned(), title: clip(&merchant_text(label)?, BUTTON_TITLE_MAX) })
+        };
+        let body = match body {
+            Some(b) => b,
+            None => merchant_text(M::Menu { business: &turn.tenant.name })?,
+        };
+        Ok(OutboundMessage::buttons(
+            body,
+            None,
+            vec![
+                button(NEW_CHARGE, M::NewChargeButton)?,
+                button(TODAY, M::TodayButton)?,
+                button(AGENDA, M::AgendaButton)?,
+            ],
+        )?)
+    }
+
+    async fn form(&self, turn: &Turn) -> anyhow::Result<Option<Form>> {
+        let stored = self.store.menu_state(turn.tenant.id, turn.conversation).await?;
+        let Some(stored) = stored.and_then(|v| serde_json::from_value::<Stored>(v).ok()) else { return Ok(None) };
+        // A retry of the turn that moved the form reads its message against the same step.
+        Ok(if stored.turn == turn.id.0 { stored.before } else { stored.after })
+    }
+
+    async fn set_form(&self, turn: &Turn, before: Option<Form>, after: Option<Form>) -> anyhow::Result<()> {
+        let stored = serde_json::to_value(Stored { turn: turn.id.0, before, after })?;
+        let now = self.store.db_time(Utc::now());
+        self.store.set_menu_state(turn.tenant.id, turn.conversation, Some(&stored), &turn.lease, now).await?;
+        Ok(())
+    }
+
+    async fn call(&self, turn: &Turn, tool: &str, input: Value) -> anyhow::Result<Outcome> {
+        let tool = self
+            .tools
+            .iter()
+            .find(|t| t.spec().name == tool)
+            .ok_or_else(|| anyhow::anyhow!("the merchant menu needs the {tool} tool"))?;
+        self.executor.execute(tool.as_ref(), &turn.call_context(None), &input).await
+    }
+
+    async fn charges_today(&self, turn: &Turn) -> anyhow::Result<OutboundMessage> {
+        let tz = turn.tenant.timezone;
+        let today = Utc::now().with_timezone(&tz).date_naive();
+        let since = today
+            .and_hms_opt(0, 0, 0)
+            .and_then(|t| t.and_local_timezone(tz).earliest())
+            .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
+        let charges = self.store.charges(turn.tenant.id, None, since, 50).await?;
+        if charges.is_empty() {
+            return self.menu(turn, Some(merchant_text(M::NoCharges)?));
+        }
+        let lines = charges
+            .iter()
+            .map(|c| {
+                merchant_text(M::ChargeLine {
+                    amount: &c.amount().to_string(),
+                    customer: &c.customer_phone,
+                    description: &c.description,
+                    status: &c.status,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let total = Cents(charges.iter().filter(|c| c.status == "paid").map(|c| c.amount_cents).sum()).to_string();
+        self.menu(turn, Some(merchant_text(M::ChargesToday { lines, total })?))
+    }
+
+    async fn agenda_today(&self, turn: &Turn) -> anyhow::Result<OutboundMessage> {
+        let tz = turn.tenant.timezone;
+        let today = Utc::now().with_timezone(&tz).date_naive();
+        let rows = crate::agent::tools::agenda_of(&self.store, &turn.tenant, today)
+            .await
+            .map_err(|e| anyhow::anyhow!("agenda failed: {e:?}"))?;
+        if rows.is_empty() {
+            return self.menu(turn, Some(merchant_text(M::NoAgenda)?));
+        }
+        let lines = rows
+            .iter()
+            .map(|a| {
+                let when = a["starts_at"]
+                    .as_str()
+                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                    .map(|t| when_at(tz, t.with_timezone(&Utc)))
+                    .unwrap_or_default();
+                format!(
+                    "{when} — {} com {} — {}",
+                    a["service"].as_str().unwrap_or("?"),
+                    a["professional"].as_str().unwrap_or("?"),
+                    a["customer"].as_str().or(a["customer_phone"].as_str()).unwrap_or("?")
+                )
+            })
+            .collect();
+        self.menu(turn, Some(merchant_text(M::Agenda { lines })?))
+    }
+
+    /// The reply to the turn's last message, and the form's place after it.
+    async fn answer(&self, turn: &Turn, form: Option<Form>) -> anyhow::Result<(Option<OutboundMessage>, Option<Form>)> {
+        let Some(last) = turn.messages.last() else { return Ok((Some(self.menu(turn, None)?), None)) };
+        match last.reply_id.as_deref() {
+            Some(NEW_CHARGE) => return Ok((Some(text(M::AskAmount)?), Some(Form::Amount))),
+            Some(TODAY) => return Ok((Some(self.charges_today(turn).await?), None)),
+            Some(AGENDA) => return Ok((Some(self.agenda_today(turn).await?), None)),
+            Some(_) => return Ok((Some(self.menu(turn, None)?), None)),
+            None => {}
+        }
+        let body = last.body.as_deref().unwrap_or("").trim();
+        if matches!(normalize_text(body).as_str(), "cancelar" | "menu" | "sair") {
+            return Ok((Some(self.menu(turn, None)?), None));
+        }
+        Ok(match form {
+            None => (Some(self.menu(turn, None)?), None),
+            Some(Form::Amount) => match Cents::parse_brl(body) {
+                Ok(amount) if amount.0 > 0 => (Some(text(M::AskPhone)?), Some(Form::Phone { amount })),
+                _ => (Some(text(M::InvalidAmount)?), Some(Form::Amount)),
+            },
+            Some(Form::Phone { amount }) => match parse_phone(body) {
+                Some(phone) => (Some(text(M::AskDescription)?), Some(Form::Description { amount, phone })),
+                None => (Some(text(M::InvalidPhone)?), Some(Form::Phone { amount })),
+            },
+            Some(Form::Description { amount, phone }) => {
+                let description = FieldKind::Label.normalize(&json!(body)).ok();
+                let description = description
+                    .as_ref()
+                    .and_then(Value::as_str)
+                    .filter(|d| crate::agent::tools::check_charge(amount, d).is_ok());
+                let Some(description) = description else {
+                    return Ok((Some(text(M::InvalidDescription)?), Some(Form::Description { amount, phone })));
+                };
+                let input = json!({
+                    "customer_phone": phone.as_str(),
+                    "amount": amount.to_decimal(),
+                    "description": description,
+                });
+                match self.call(turn, "propose_charge", input).await? {
+                    // The proposal's buttons are the reply, already queued.
+                    Outcome::Executed(_) | Outcome::AlreadyDone(_) => (None, None),
+                    Outcome::Failed { error, .. } => {
+                        (Some(self.menu(turn, Some(merchant_text(M::ChargeRefused { reason: &error })?))?), None)
+                    }
+                    other => anyhow::bail!("proposing the charge failed: {other:?}"),
+                }
+            }
+        })
+    }
+}
+
+#[async_trait]
+impl TurnHandler for MerchantMenu {
+    async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
+        let before = self.form(turn).await?;
+        let (reply, after) = self.answer(turn, before.clone()).await?;
+        if before.is_some() || after.is_some() {
+            self.set_form(turn, before, after).await?;
+        }
+        if let Some(reply) = reply {
+            self.replier.reply(turn, 0, reply).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merchants_type_phones_many_ways() {
+        for raw in ["11 99999-0000", "(11) 99999-0000", "11999990000", "+55 11 99999-0000", "5511999990000"] {
+            assert_eq!(parse_phone(raw).map(|p| p.as_str().to_owned()).as_deref(), Some("+5511999990000"), "{raw}");
+        }
+        for raw in ["", "abc", "123", "0800 123"] {
+            assert_eq!(parse_phone(raw), None, "{raw}");
+        }
+    }
+
+    #[test]
+    fn the_form_round_trips_through_json() {
+        let form = Form::Description { amount: Cents(5000), phone: PhoneE164::parse("+5511999990000").expect("phone") };
+        let stored = Stored { turn: 7, before: Some(Form::Amount), after: Some(form.clone()) };
+        let back: Stored = serde_json::from_value(serde_json::to_value(&stored).expect("json")).expect("parse");
+        assert_eq!(back.after, Some(form));
+        assert_eq!(back.before, Some(Form::Amount));
+    }
+}

@@ -1,0 +1,141 @@
+//! Creating a charge for a confirmed `charge` action, inside its ledger call.
+
+use chrono::{TimeDelta, Utc};
+use serde_json::{Value, json};
+
+use super::Charge;
+use super::delivery::{Destination, choose_via, customer_messages};
+use crate::actions::ActionId;
+use crate::domain::{Cents, ConversationId, PhoneE164};
+use crate::inbound::ContactIdentity;
+use crate::ledger::{LedgerState, ToolCall, ToolFailure};
+use crate::messages::{ActionText, action_text};
+use crate::outbox::Replier;
+use crate::pix::{ChargeRequest, GatewayError, PixGateway, PixSettings, SandboxGateway, Txid};
+use crate::store::{ChargeStore, InboundStore, NewCharge, Store};
+
+/// How long a customer has to pay a charge.
+const CHARGE_TTL: TimeDelta = TimeDelta::hours(24);
+
+/// What a confirmed charge action asks for.
+pub struct ChargeOrder<'a> {
+    pub action: ActionId,
+    pub customer_phone: &'a PhoneE164,
+    pub amount: Cents,
+    pub description: &'a str,
+    /// The merchant's conversation (where the action was confirmed).
+    pub merchant_conversation: ConversationId,
+}
+
+fn refused(text: ActionText<'_>) -> ToolFailure {
+    let message = action_text(text).unwrap_or_else(|e| e.to_string());
+    ToolFailure::Permanent { message, details: json!({ "reason": "not_possible" }) }
+}
+
+/// The gateway a tenant's settings name. The next providers join here.
+fn gateway(settings: PixSettings) -> Box<dyn PixGateway> {
+    Box::new(SandboxGateway { settings })
+}
+
+fn gateway_failure(e: GatewayError) -> ToolFailure {
+    match e {
+        GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
+        other => ToolFailure::Permanent {
+            message: format!("the Pix provider refused the charge: {other}"),
+            details: json!({ "reason": "provider_refused" }),
+        },
+    }
+}
+
+/// Creates the charge (at most once for the call's key), records it with the customer's
+/// messages and settles the call, all in the atomic phase.
+pub async fn create_charge(
+    store: &Store,
+    replier: &Replier,
+    call: &ToolCall<'_>,
+    order: &ChargeOrder<'_>,
+) -> Result<Value, ToolFailure> {
+    let ctx = call.ctx;
+    let tenant = ctx.tenant;
+    let transient = |e: crate::store::StoreError| ToolFailure::Transient(format!("storage error: {e}"));
+    let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
+        return Err(ToolFailure::Transient("charges run through the ledger".into()));
+    };
+    let Some(config) = tenant.settings.pix.as_ref() else { return Err(refused(ActionText::PixNotConfigured)) };
+    let settings = PixSettings::from_raw(config.clone()).map_err(|_| refused(ActionText::PixNotConfigured))?;
+    if attempt.previous.is_some()
+        && let Some(charge) = store.charge_by_key(tenant.id, key).await.map_err(transient)?
+    {
+        return Ok(charge.to_json()); // recorded by an attempt that died before settling
+    }
+
+    let identity = ContactIdentity {
+        wa_id: Some(order.customer_phone.clone()),
+        user_id: None,
+        username: None,
+        profile_name: None,
+    };
+    let customer = store.ensure_conversation(tenant.id, &identity, ctx.now).await.map_err(transient)?;
+    let contact = store.conversation_contact(tenant.id, customer).await.map_err(transient)?;
+    let last = store.last_inbound_at(tenant.id, customer).await.map_err(transient)?;
+    let Some(via) = choose_via(tenant, last, ctx.now) else { return Err(refused(ActionText::OutsideWindow)) };
+
+    let request = ChargeRequest {
+        key: key.clone(),
+        txid: Txid::for_static(key),
+        amount: order.amount,
+        description: order.description.to_owned(),
+        expires_at: ctx.now + CHARGE_TTL,
+    };
+    let gateway = gateway(settings);
+    // After an unknown outcome (or an attempt that died mid-call) the provider may hold the
+    // charge already: look it up before creating.
+    let looked_up = match attempt.previous {
+        Some(LedgerState::OutcomeUnknown | LedgerState::Running) => {
+            gateway.find(&request).await.map_err(gateway_failure)?
+        }
+        _ => None,
+    };
+    let created = match looked_up {
+        Some(found) => found,
+        None => gateway.create(&request).await.map_err(gateway_failure)?,
+    };
+    // A code that does not decode would reach the customer as a broken payment.
+    crate::pix::decode(&created.copia_e_cola).map_err(|e| ToolFailure::Permanent {
+        message: format!("the Pix provider returned an invalid code: {e}"),
+        details: json!({ "reason": "invalid_code" }),
+    })?;
+
+    let destination = Destination {
+        tenant: tenant.id,
+        conversation: customer,
+        recipient: crate::whatsapp::Recipient { wa_id: contact.wa_id.clone(), user_id: contact.user_id.clone() },
+        local: replier.is_local(tenant),
+    };
+    let new = NewCharge {
+        tenant: tenant.id,
+        action: order.action,
+        key,
+        txid: created.txid.as_str(),
+        gateway: gateway.name(),
+        provider_ref: created.provider_ref.as_deref(),
+        amount: order.amount,
+        description: order.description,
+        customer_phone: order.customer_phone,
+        customer_conversation: customer,
+        merchant_conversation: order.merchant_conversation,
+        copia_e_cola: &created.copia_e_cola,
+        delivery: via.as_str(),
+        expires_at: created.expires_at,
+    };
+    let messages = |charge: &Charge| customer_messages(tenant, charge, via, &destination);
+    let render = |charge: &Charge| charge.to_json();
+    let now = store.db_time(Utc::now());
+    match store.record_charge(&new, attempt.fence(), &messages, &render, now).await.map_err(transient)? {
+        Some(charge) => {
+            replier.wake();
+            Ok(charge.to_json())
+        }
+        None => Err(ToolFailure::Transient("another attempt took this call over".into())),
+    }
+}

@@ -1,0 +1,138 @@
+//! The messages that carry a charge to its customer, chosen by the 24-hour window.
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::Charge;
+use crate::domain::{ConversationId, TenantId};
+use crate::messages::{ActionText, ChargeVia, action_text};
+use crate::outbox::{NewOutbound, OutboxKey};
+use crate::tenant::Tenant;
+use crate::whatsapp::{OutboundMessage, Recipient};
+
+/// Meta's customer service window: free-form messages only this long after the customer's
+/// last message.
+pub const SERVICE_WINDOW: TimeDelta = TimeDelta::hours(24);
+/// Sending happens a little after choosing (the outbox, retries): a window about to close is
+/// treated as closed.
+const SEND_MARGIN: TimeDelta = TimeDelta::minutes(15);
+
+/// Whether a free-form message chosen at `now` still reaches someone who last wrote at `last`.
+pub fn inside_window(last: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    last.is_some_and(|at| now - at < SERVICE_WINDOW - SEND_MARGIN)
+}
+
+/// How the charge can reach the customer now; `None` when it cannot (outside the window
+/// without a template).
+pub fn choose_via(tenant: &Tenant, last_inbound: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<ChargeVia> {
+    match (inside_window(last_inbound, now), tenant.settings.payments, &tenant.settings.charge_template) {
+        (true, true, _) => Some(ChargeVia::Order),
+        (true, false, _) => Some(ChargeVia::Text),
+        (false, _, Some(_)) => Some(ChargeVia::Template),
+        (false, _, None) => None,
+    }
+}
+
+/// Where the customer's messages go.
+pub struct Destination {
+    pub tenant: TenantId,
+    pub conversation: ConversationId,
+    pub recipient: Recipient,
+    pub local: bool,
+}
+
+impl Destination {
+    pub fn message(&self, key: String, message: OutboundMessage) -> Option<NewOutbound> {
+        Some(NewOutbound {
+            tenant: self.tenant,
+            conversation: self.conversation,
+            key: OutboxKey::parse(&key)?,
+            recipient: self.recipient.clone(),
+            message,
+            local: self.local,
+            written_by: None,
+        })
+    }
+}
+
+/// The customer's messages for `charge`, keyed by its txid so a re-run inserts nothing.
+/// A message that cannot be built (a template that breaks a limit) is logged and skipped;
+/// the charge and its code stay visible to the merchant.
+pub fn customer_messages(tenant: &Tenant, charge: &Charge, via: ChargeVia, to: &Destination) -> Vec<NewOutbound> {
+    let amount = charge.amount().to_string();
+    let key = |part: &str| format!("charge:{}:{part}", charge.txid);
+    let built: anyhow::Result<Vec<(String, OutboundMessage)>> = (|| {
+        Ok(match via {
+            ChargeVia::Text => vec![
+                (
+                    key("text"),
+                    OutboundMessage::text(action_text(ActionText::ChargeToCustomer {
+                        business: &tenant.name,
+                        amount: &amount,
+                        description: &charge.description,
+                    })?)?,
+                ),
+                (key("code"), OutboundMessage::text(charge.copia_e_cola.clone())?),
+                (
+                    key("qr"),
+                    OutboundMessage::QrImage {
+                        payload: charge.copia_e_cola.clone(),
+                        caption: Some(action_text(ActionText::QrCaption { amount: &amount })?),
+                    },
+                ),
+            ],
+            ChargeVia::Order => {
+                let pix = tenant.settings.pix.as_ref().ok_or_else(|| anyhow::anyhow!("no [pix] settings"))?;
+                let body = action_text(ActionText::ChargeToCustomer {
+                    business: &tenant.name,
+                    amount: &amount,
+                    description: &charge.description,
+                })?;
+                vec![(
+                    key("order"),
+                    OutboundMessage::OrderDetails {
+                        reference_id: charge.id.to_string(),
+                        body: body.clone(),
+                        footer: None,
+                        amount: charge.amount(),
+                        description: charge.description.clone(),
+                        copia_e_cola: charge.copia_e_cola.clone(),
+                        merchant_name: pix.merchant_name.clone(),
+                        pix_key: pix.key.clone(),
+                        key_type: pix.key_type.to_ascii_uppercase(),
+                        fallback: format!("{body}\n\n{}", charge.copia_e_cola),
+                    },
+                )]
+            }
+            ChargeVia::Template => {
+                let template =
+                    tenant.settings.charge_template.as_ref().ok_or_else(|| anyhow::anyhow!("no charge template"))?;
+                vec![(
+                    key("template"),
+                    OutboundMessage::Template {
+                        name: template.name.clone(),
+                        language: template.language.clone(),
+                        body_params: vec![amount.clone(), charge.description.clone(), charge.copia_e_cola.clone()],
+                        quick_replies: Vec::new(),
+                    },
+                )]
+            }
+        })
+    })();
+    match built {
+        Ok(messages) => messages
+            .into_iter()
+            .filter(|(_, m)| match m.validate() {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(charge = charge.id, error = %e, "a charge message breaks WhatsApp's limits");
+                    false
+                }
+            })
+            .filter_map(|(key, message)| to.message(key, message))
+            .collect(),
+        Err(e) => {
+            tracing::error!(charge = charge.id, error = %e, "cannot build the charge's messages");
+            Vec::new()
+        }
+    }
+}

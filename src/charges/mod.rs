@@ -1,0 +1,71 @@
+//! Pix charges: created once a merchant's confirmed `charge` action executes, delivered to the
+//! customer, and marked paid once.
+//!
+//! Invariants:
+//! - a charge exists at most once per ledger key: the gateway receives the key (and a `txid`
+//!   derived from it), `charges` has a unique key and a unique txid, and the row, the
+//!   customer's messages and the ledger outcome commit in one transaction;
+//! - after a takeover the recorded charge, then the gateway, is looked up before anything is
+//!   created again;
+//! - the customer is reached as the 24-hour window allows: free-form text with the copia e
+//!   cola and the QR code (or a WhatsApp order, where the tenant enabled payments) inside the
+//!   window, the tenant's approved template outside it, and no charge at all when neither is
+//!   possible;
+//! - pending → paid is one conditional update that writes both notices in its transaction:
+//!   however often a payment is reported, each party is told once.
+
+mod create;
+mod delivery;
+mod paid;
+
+pub use create::{ChargeOrder, create_charge};
+pub use delivery::{choose_via, inside_window};
+pub use paid::{PaidOutcome, mark_paid};
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::Cents;
+
+/// A charge as stored.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Charge {
+    pub id: i64,
+    pub action_id: String,
+    pub idempotency_key: String,
+    pub txid: String,
+    pub gateway: String,
+    pub provider_ref: Option<String>,
+    pub amount_cents: i64,
+    pub description: String,
+    pub customer_phone: String,
+    pub customer_conversation_id: i64,
+    pub merchant_conversation_id: i64,
+    /// pending | paid | expired | cancelled
+    pub status: String,
+    pub copia_e_cola: String,
+    /// text | order | template
+    pub delivery: String,
+    pub expires_at: DateTime<Utc>,
+    pub paid_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Charge {
+    pub fn amount(&self) -> Cents {
+        Cents(self.amount_cents)
+    }
+
+    /// The charge as the model and the merchant's answers see it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "charge_id": self.id,
+            "amount": self.amount().to_decimal(),
+            "description": self.description,
+            "customer_phone": self.customer_phone,
+            "status": self.status,
+            "delivery": self.delivery,
+            "txid": self.txid,
+            "created_at": self.created_at.to_rfc3339(),
+        })
+    }
+}

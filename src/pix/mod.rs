@@ -1,0 +1,26 @@
+//! Pix: BR Codes ("Pix copia e cola"), keys, txids, QR images and the gateway that creates
+//! charges.
+//!
+//! Money is [`Cents`](crate::domain::Cents) everywhere; text that reaches a BR Code is folded
+//! to printable ASCII first. A charge's txid is derived from its ledger key, so retries never
+//! mint a second charge (see [`gateway`]).
+
+pub mod brcode;
+pub mod cli;
+pub mod fold;
+pub mod gateway;
+pub mod key;
+pub mod qr;
+pub mod sandbox;
+pub mod settings;
+mod tlv;
+pub mod txid;
+
+pub use brcode::{BrCode, BrCodeError, Field, StaticCharge, decode};
+pub use fold::fold_ascii;
+pub use gateway::{ChargeRequest, CreatedCharge, GatewayError, PixGateway};
+pub use key::{PixKey, PixKeyError, PixKeyType};
+pub use qr::QrError;
+pub use sandbox::SandboxGateway;
+pub use settings::{GatewayKind, PixSettings, RawPix};
+pub use txid::{Txid, TxidError};

@@ -1,0 +1,129 @@
+//! Reminders before confirmed appointments, with buttons: "Confirmo" records that the
+//! customer will come, "Preciso cancelar" offers the cancellation. Both are an `attendance`
+//! pending action, so the click path handles them like any other button.
+//!
+//! Invariants:
+//! - one reminder per appointment, start and offset (`reminders` primary key), recorded in the
+//!   same transaction as its action and message: however many servers sweep, once;
+//! - none for an appointment booked less than the offset ahead, cancelled (only active ones are
+//!   read) or moved (the old start's reminder is never due again; the new start gets its own);
+//! - inside the 24-hour window the reminder is an interactive message; outside it, the
+//!   tenant's template with quick replies whose payloads name the action; without a template,
+//!   such a customer gets none.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::actions::{ActionId, ActionPayload, ClickId, Decision, offer_message};
+use crate::charges::inside_window;
+use crate::domain::{ContactId, TenantId};
+use crate::messages::{ActionText, action_text, when_at};
+use crate::outbox::{NewOutbound, OutboxKey, Replier};
+use crate::store::{ActionStore, BookingStore, CatalogStore, ChargeStore, InboundStore, NewAction, Store, TenantStore};
+use crate::tenant::Tenant;
+use crate::whatsapp::{OutboundMessage, Recipient};
+
+/// The longest offset any tenant may configure (the tenant file's limit).
+const MAX_OFFSET: TimeDelta = TimeDelta::hours(24 * 14);
+
+/// Sends every reminder due at `now`; returns how many were recorded.
+pub async fn send_due(store: &Store, replier: &Replier, now: DateTime<Utc>) -> anyhow::Result<usize> {
+    let mut tenants: HashMap<TenantId, Option<Tenant>> = HashMap::new();
+    let mut sent = 0;
+    for (tenant_id, appointment, created_at) in store.appointments_starting(now, now + MAX_OFFSET).await? {
+        let tenant = match tenants.entry(tenant_id) {
+            Entry::Occupied(known) => known.into_mut(),
+            Entry::Vacant(slot) => slot.insert(store.tenant(tenant_id).await?),
+        };
+        let Some(tenant) = tenant else { continue };
+        let hours = tenant.settings.reminders.hours_before;
+        let offset = TimeDelta::hours(i64::from(hours));
+        let due_at = appointment.starts_at - offset;
+        if hours == 0 || due_at > now || created_at > due_at {
+            continue;
+        }
+        if remind(store, replier, tenant, &appointment, offset, now).await? {
+            sent += 1;
+        }
+    }
+    if sent > 0 {
+        replier.wake();
+    }
+    Ok(sent)
+}
+
+async fn remind(
+    store: &Store,
+    replier: &Replier,
+    tenant: &Tenant,
+    appointment: &crate::booking::Appointment,
+    offset: TimeDelta,
+    now: DateTime<Utc>,
+) -> anyhow::Result<bool> {
+    let record = |action| {
+        store.record_reminder(tenant.id, appointment.id, appointment.starts_at, offset.num_minutes(), action, now)
+    };
+    let Some(conversation) = store.conversation_of_contact(tenant.id, ContactId(appointment.contact_id)).await? else {
+        return Ok(record(None).await?);
+    };
+    let contact = store.conversation_contact(tenant.id, conversation).await?;
+    let (services, _) = store.catalog(tenant.id).await?;
+    let service = services.iter().find(|s| s.id == appointment.service_id).map_or("?", |s| s.name.as_str());
+    let when = when_at(tenant.timezone, appointment.starts_at);
+    let text = action_text(ActionText::OfferAttendance { business: &tenant.name, service, when: &when })?;
+    let id = ActionId::random();
+    let last = store.last_inbound_at(tenant.id, conversation).await?;
+    let message = match (inside_window(last, now), &tenant.settings.reminders.template) {
+        (true, _) => offer_message(id, crate::actions::ActionKind::Attendance, &text)?,
+        (false, Some(template)) => OutboundMessage::Template {
+            name: template.name.clone(),
+            language: template.language.clone(),
+            body_params: vec![tenant.name.clone(), service.to_owned(), when.clone()],
+            quick_replies: vec![ClickId::new(id, Decision::Confirm).id(), ClickId::new(id, Decision::Decline).id()],
+        },
+        (false, None) => {
+            tracing::info!(tenant = %tenant.id, appointment = appointment.id, "no reminder template; customer outside the 24-hour window");
+            return Ok(record(None).await?);
+        }
+    };
+    let key = format!("reminder:{}:{}:{}", appointment.id, appointment.starts_at.timestamp(), offset.num_minutes());
+    let offer = NewOutbound {
+        tenant: tenant.id,
+        conversation,
+        key: OutboxKey::parse(&key).ok_or_else(|| anyhow::anyhow!("bad outbox key {key}"))?,
+        recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
+        message,
+        local: replier.is_local(tenant),
+        written_by: None,
+    };
+    let payload = ActionPayload::Attendance { booking_id: appointment.id };
+    let action = NewAction {
+        id,
+        tenant: tenant.id,
+        conversation,
+        payload: &payload,
+        // The answer matters until the appointment begins.
+        expires_at: appointment.starts_at,
+        offer_text: &text,
+        proposed_by: None,
+        offer: Some(&offer),
+        settle: None,
+    };
+    let recorded = record(Some(&action)).await?;
+    if recorded {
+        tracing::info!(tenant = %tenant.id, appointment = appointment.id, action = %id, "reminder sent");
+    }
+    Ok(recorded)
+}
+
+/// Sweeps every `every` until `stop`.
+pub async fn run(store: Store, replier: Replier, every: Duration, stop: CancellationToken) {
+    crate::supervise::periodically("sending reminders", every, stop, || {
+        send_due(&store, &replier, store.db_time(Utc::now()))
+    })
+    .await;
+}

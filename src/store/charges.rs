@@ -1,0 +1,253 @@
+//! Pix charges' statements. See `crate::charges` for the invariants they uphold.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::ledger::{hold_fence, settle_in_tx};
+use super::outbox::insert_outbound;
+use super::{Dialect, Store, StoreResult, reading, writing};
+use crate::actions::ActionId;
+use crate::charges::Charge;
+use crate::domain::{Cents, ConversationId, PhoneE164, TenantId};
+use crate::ledger::{Fence, LedgerKey};
+use crate::outbox::NewOutbound;
+
+/// The columns of [`Charge`].
+macro_rules! charge_columns {
+    () => {
+        "id, action_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description, customer_phone, \
+         customer_conversation_id, merchant_conversation_id, status, copia_e_cola, delivery, expires_at, paid_at, \
+         created_at"
+    };
+}
+
+/// A charge the gateway created, to record.
+pub struct NewCharge<'a> {
+    pub tenant: TenantId,
+    pub action: ActionId,
+    pub key: &'a LedgerKey,
+    pub txid: &'a str,
+    pub gateway: &'a str,
+    pub provider_ref: Option<&'a str>,
+    pub amount: Cents,
+    pub description: &'a str,
+    pub customer_phone: &'a PhoneE164,
+    pub customer_conversation: ConversationId,
+    pub merchant_conversation: ConversationId,
+    pub copia_e_cola: &'a str,
+    pub delivery: &'a str,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait ChargeStore {
+    /// Records the charge (or finds the one its key already recorded), queues the messages
+    /// `messages` builds for it and settles the ledger row `fence` with `render`'s result, in
+    /// one transaction. `None` when the fence no longer holds: nothing was written.
+    async fn record_charge(
+        &self,
+        new: &NewCharge<'_>,
+        fence: Fence,
+        messages: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
+        render: &(dyn Fn(&Charge) -> Value + Send + Sync),
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Charge>>;
+    /// pending → paid with the notices `notices` builds, in one transaction; `None` when the
+    /// charge was not pending (already paid, say): nothing is written then.
+    async fn mark_charge_paid(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        notices: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Charge>>;
+    /// pending → expired for charges past their expiry; returns how many.
+    async fn expire_charges(&self, now: DateTime<Utc>) -> StoreResult<u64>;
+    async fn charge(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Charge>>;
+    async fn charge_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Charge>>;
+    /// The tenant's charges created at or after `since`, optionally of one status, newest first.
+    async fn charges(
+        &self,
+        tenant: TenantId,
+        status: Option<&str>,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Charge>>;
+    /// When the contact of `conversation` last wrote (the 24-hour window's start).
+    async fn last_inbound_at(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Option<DateTime<Utc>>>;
+}
+
+impl ChargeStore for Store {
+    async fn record_charge(
+        &self,
+        new: &NewCharge<'_>,
+        fence: Fence,
+        messages: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
+        render: &(dyn Fn(&Charge) -> Value + Send + Sync),
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Charge>> {
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            if !hold_fence!(tx, new.tenant, fence)? {
+                return Ok(None);
+            }
+            let inserted: Option<Charge> = sqlx::query_as(concat!(
+                "INSERT INTO charges
+                     (tenant_id, action_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description,
+                      customer_phone, customer_conversation_id, merchant_conversation_id, status, copia_e_cola,
+                      delivery, expires_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $15)
+                 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                 RETURNING ",
+                charge_columns!()
+            ))
+            .bind(new.tenant.0)
+            .bind(new.action.to_string())
+            .bind(new.key.as_str())
+            .bind(new.txid)
+            .bind(new.gateway)
+            .bind(new.provider_ref)
+            .bind(new.amount.0)
+            .bind(new.description)
+            .bind(new.customer_phone.as_str())
+            .bind(new.customer_conversation.0)
+            .bind(new.merchant_conversation.0)
+            .bind(new.copia_e_cola)
+            .bind(new.delivery)
+            .bind(new.expires_at)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let charge = match inserted {
+                Some(charge) => {
+                    for message in messages(&charge) {
+                        let _: Option<i64> = insert_outbound!(tx, message, now)?;
+                    }
+                    charge
+                }
+                // An earlier attempt recorded it (and its messages) and died before settling.
+                None => {
+                    sqlx::query_as(concat!(
+                        "SELECT ", charge_columns!(), " FROM charges WHERE tenant_id = $1 AND idempotency_key = $2"
+                    ))
+                    .bind(new.tenant.0)
+                    .bind(new.key.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?
+                }
+            };
+            let result = render(&charge);
+            if !settle_in_tx!(tx, new.tenant, fence, &format!("charge:{}", charge.id), &result, now)? {
+                return Ok(None);
+            }
+            tx.commit().await?;
+            Ok(Some(charge))
+        })
+    }
+
+    async fn mark_charge_paid(
+        &self,
+        tenant: TenantId,
+        id: i64,
+        notices: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Charge>> {
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let paid: Option<Charge> = sqlx::query_as(concat!(
+                "UPDATE charges SET status = 'paid', paid_at = $1, updated_at = $1
+                 WHERE tenant_id = $2 AND id = $3 AND status = 'pending'
+                 RETURNING ",
+                charge_columns!()
+            ))
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(paid) = paid else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            for message in notices(&paid) {
+                let _: Option<i64> = insert_outbound!(tx, message, now)?;
+            }
+            tx.commit().await?;
+            Ok(Some(paid))
+        })
+    }
+
+    async fn expire_charges(&self, now: DateTime<Utc>) -> StoreResult<u64> {
+        Ok(writing!(self, pool => {
+            sqlx::query("UPDATE charges SET status = 'expired', updated_at = $1 WHERE status = 'pending' AND expires_at <= $1")
+                .bind(now)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })?)
+    }
+
+    async fn charge(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Charge>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", charge_columns!(), " FROM charges WHERE tenant_id = $1 AND id = $2"))
+                .bind(tenant.0)
+                .bind(id)
+                .fetch_optional(pool)
+                .await
+        })?)
+    }
+
+    async fn charge_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Charge>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", charge_columns!(), " FROM charges WHERE tenant_id = $1 AND idempotency_key = $2"
+            ))
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn charges(
+        &self,
+        tenant: TenantId,
+        status: Option<&str>,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<Charge>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", charge_columns!(), " FROM charges
+                 WHERE tenant_id = $1 AND ($2 IS NULL OR status = $2) AND created_at >= $3
+                 ORDER BY created_at DESC, id DESC LIMIT $4"
+            ))
+            .bind(tenant.0)
+            .bind(status)
+            .bind(since)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn last_inbound_at(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+    ) -> StoreResult<Option<DateTime<Utc>>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT MAX(received_at) FROM inbound_messages WHERE tenant_id = $1 AND conversation_id = $2",
+            )
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .fetch_one(pool)
+            .await
+        })?)
+    }
+}

@@ -1,0 +1,58 @@
+//! A tenant's settings beyond its identity and catalog: Pix, the WhatsApp templates used
+//! outside the 24-hour window, reminders. Stored as one JSON column, read with the tenant.
+
+use serde::{Deserialize, Serialize};
+
+use crate::pix::RawPix;
+
+/// A pre-approved WhatsApp template: the only kind of message Meta delivers to someone who
+/// has not written in the last 24 hours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateRef {
+    pub name: String,
+    #[serde(default = "default_language")]
+    pub language: String,
+}
+
+fn default_language() -> String {
+    "pt_BR".to_owned()
+}
+
+/// Reminders before confirmed appointments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReminderSettings {
+    /// 0 turns reminders off.
+    #[serde(default = "default_hours_before")]
+    pub hours_before: u32,
+    /// Sent when the customer is outside the 24-hour window; its quick replies confirm or
+    /// cancel. Without one, such customers get no reminder.
+    #[serde(default)]
+    pub template: Option<TemplateRef>,
+}
+
+fn default_hours_before() -> u32 {
+    24
+}
+
+impl Default for ReminderSettings {
+    fn default() -> Self {
+        Self { hours_before: default_hours_before(), template: None }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TenantSettings {
+    #[serde(default)]
+    pub pix: Option<RawPix>,
+    /// Send charges as WhatsApp `order_details` messages (WhatsApp Payments in Brazil).
+    #[serde(default)]
+    pub payments: bool,
+    /// The template a charge goes out as when the customer is outside the 24-hour window:
+    /// body parameters amount, description, copia e cola.
+    #[serde(default)]
+    pub charge_template: Option<TemplateRef>,
+    #[serde(default)]
+    pub reminders: ReminderSettings,
+}
