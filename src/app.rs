@@ -28,6 +28,7 @@ use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
 use crate::outbox::{OutboxSender, Replier};
+use crate::pix::Gateways;
 use crate::store::{Store, TenantStore};
 use crate::whatsapp::GraphClient;
 
@@ -57,6 +58,9 @@ fn model_client(config: &Config) -> anyhow::Result<Option<(&'static str, Arc<dyn
 /// How often proposals and charges are expired and reminders sent: minutes matter here, not
 /// milliseconds.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+/// How often held bookings are looked at for a deposit to charge: the customer is waiting for
+/// the Pix right after booking, and the look is one indexed query.
+const DEPOSIT_REQUEST_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub struct App {
     listener: TcpListener,
@@ -66,6 +70,8 @@ pub struct App {
     wake_workers: Arc<Notify>,
     config: Config,
     replier: Replier,
+    gateways: Arc<Gateways>,
+    wake_payments: Arc<Notify>,
     pub store: Store,
     pub metrics: Metrics,
 }
@@ -163,9 +169,11 @@ impl App {
         let metrics = Metrics::new();
         let wake_workers = Arc::new(Notify::new());
         let wake_sender = Arc::new(Notify::new());
+        let wake_payments = Arc::new(Notify::new());
         let default_token = config.whatsapp.access_token.clone();
         let replier = Replier::new(store.clone(), default_token.clone(), local_mode, wake_sender.clone());
-        let clicks = Arc::new(ClickHandler::new(store.clone(), replier.clone(), config.ledger.lease));
+        let gateways = Arc::new(Gateways::new(config.pix_secrets.0.clone()));
+        let clicks = Arc::new(ClickHandler::new(store.clone(), replier.clone(), gateways.clone(), config.ledger.lease));
         let proposer = clicks.proposer.clone();
         let turns = handler(HandlerContext {
             store: store.clone(),
@@ -207,6 +215,8 @@ impl App {
             admin_token: config.admin_token.clone(),
             simulator_open: local_mode && loopback,
             replier: replier.clone(),
+            gateways: gateways.clone(),
+            wake_payments: wake_payments.clone(),
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
@@ -220,6 +230,8 @@ impl App {
             store,
             metrics,
             replier,
+            gateways,
+            wake_payments,
         })
     }
 
@@ -264,6 +276,53 @@ impl App {
                 (self.store.clone(), self.replier.clone(), SWEEP_EVERY, stop.clone());
             pool.spawn("reminders".to_owned(), move || {
                 crate::reminders::run(store.clone(), replier.clone(), every, stop_reminders.clone())
+            });
+            let (store, replier, gateways, wake, stop_payments) = (
+                self.store.clone(),
+                self.replier.clone(),
+                self.gateways.clone(),
+                self.wake_payments.clone(),
+                stop.clone(),
+            );
+            pool.spawn("payments".to_owned(), move || {
+                crate::payments::run_processor(
+                    store.clone(),
+                    replier.clone(),
+                    gateways.clone(),
+                    wake.clone(),
+                    SWEEP_EVERY,
+                    stop_payments.clone(),
+                )
+            });
+            let deposits = Arc::new(crate::deposits::DepositRequests::new(
+                self.store.clone(),
+                self.replier.clone(),
+                self.gateways.clone(),
+                self.config.ledger.lease,
+            ));
+            let (store, stop_deposits) = (self.store.clone(), stop.clone());
+            pool.spawn("deposit-requests".to_owned(), move || {
+                crate::deposits::run_requests(
+                    deposits.clone(),
+                    store.clone(),
+                    DEPOSIT_REQUEST_EVERY,
+                    stop_deposits.clone(),
+                )
+            });
+            let (store, replier, stop_holds) = (self.store.clone(), self.replier.clone(), stop.clone());
+            pool.spawn("deposit-expiry".to_owned(), move || {
+                crate::deposits::run_expiry(store.clone(), replier.clone(), SWEEP_EVERY, stop_holds.clone())
+            });
+            let (store, replier, gateways, stop_poller) =
+                (self.store.clone(), self.replier.clone(), self.gateways.clone(), stop.clone());
+            pool.spawn("charge-poller".to_owned(), move || {
+                crate::payments::run_poller(
+                    store.clone(),
+                    replier.clone(),
+                    gateways.clone(),
+                    SWEEP_EVERY,
+                    stop_poller.clone(),
+                )
             });
             // Local mode sends nothing, so it needs no sender (which would refuse anyway).
             if !self.config.whatsapp.local_mode {

@@ -145,11 +145,33 @@ pub struct OutboxConfig {
     pub http_timeout: Duration,
 }
 
+/// The source of Pix provider secrets; its `Debug` shows nothing of them.
+#[derive(Clone)]
+pub struct PixSecrets(pub std::sync::Arc<dyn crate::pix::Secrets>);
+
+impl Default for PixSecrets {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(crate::pix::EnvSecrets))
+    }
+}
+
+impl std::fmt::Debug for PixSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PixSecrets(..)")
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub database_url: DatabaseUrl,
     /// Opens the simulator API (`/simulator/api`) outside local mode on a loopback address.
     pub admin_token: Option<Secret>,
+    /// The server's public https address, for the URLs registered with providers
+    /// (`balcao pix webhook-url`).
+    pub public_url: Option<String>,
+    /// Where the Pix providers' secrets named in tenant files are read: the environment,
+    /// unless a test or a tool puts others here.
+    pub pix_secrets: PixSecrets,
     pub db_max_connections: u32,
     pub addr: SocketAddr,
     pub whatsapp: WhatsAppConfig,
@@ -241,6 +263,7 @@ impl Config {
             r.problems.push(format!("DATABASE_URL={database_url} must start with sqlite: or postgres://"));
         }
         let admin_token = r.string("BALCAO_ADMIN_TOKEN").map(Secret::new);
+        let public_url = r.string("BALCAO_PUBLIC_URL");
         let addr = r.parsed("BALCAO_ADDR", default_addr(), "a socket address like 127.0.0.1:8080");
         let db_max_connections = r.bounded("BALCAO_DB_MAX_CONNECTIONS", 16, DB_MAX_CONNECTIONS, "connections") as u32;
 
@@ -395,6 +418,8 @@ impl Config {
         Ok(Self {
             database_url,
             admin_token,
+            public_url,
+            pix_secrets: PixSecrets::default(),
             db_max_connections,
             addr,
             whatsapp,

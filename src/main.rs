@@ -67,16 +67,18 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let command = match cli.command {
         // A verdict for the operator, not a failure of the program: the reason alone, exit 1.
-        Some(Command::Pix { command }) => match balcao::pix::cli::run(&command) {
-            Ok(text) => {
-                print!("{text}");
-                return Ok(());
+        Some(Command::Pix { command }) if !matches!(command, PixCommand::WebhookUrl { .. }) => {
+            match balcao::pix::cli::run(&command) {
+                Ok(text) => {
+                    print!("{text}");
+                    return Ok(());
+                }
+                Err(reason) => {
+                    eprintln!("error: {reason}");
+                    std::process::exit(1);
+                }
             }
-            Err(reason) => {
-                eprintln!("error: {reason}");
-                std::process::exit(1);
-            }
-        },
+        }
         command => command.unwrap_or(Command::Serve),
     };
     let config = Config::from_env()?;
@@ -124,6 +126,26 @@ async fn main() -> anyhow::Result<()> {
                 }
                 (ApplyOutcome::Unchanged(id), false) => println!("tenant {} (id {id}) is unchanged", spec.slug),
             }
+            Ok(())
+        }
+        Command::Pix { command: PixCommand::WebhookUrl { tenant } } => {
+            let store = open_store(&config).await?;
+            let found = store.tenant_by_slug(&tenant).await?.with_context(|| format!("no tenant {tenant:?}"))?;
+            let raw = found.settings.pix.clone().with_context(|| format!("tenant {tenant} has no [pix] section"))?;
+            let settings = balcao::pix::PixSettings::from_raw(raw).map_err(anyhow::Error::msg)?;
+            let public =
+                config.public_url.clone().context("set BALCAO_PUBLIC_URL to the server's public https address")?;
+            let provider = settings.gateway.as_str();
+            let secret = match settings.gateway {
+                balcao::pix::GatewayKind::Bacen => {
+                    let name = settings.provider.webhook_secret_env.as_deref();
+                    let secret =
+                        balcao::pix::gateways::required_secret(&balcao::pix::EnvSecrets, "webhook_secret_env", name)?;
+                    Some(secret.expose().to_owned())
+                }
+                _ => None,
+            };
+            println!("{}", balcao::pix::cli::webhook_url(&public, &tenant, provider, secret.as_deref()));
             Ok(())
         }
         Command::Pix { .. } => unreachable!("handled before loading the configuration"),

@@ -166,6 +166,7 @@ pub enum ActionText<'a> {
     PaidCustomer { amount: &'a str, description: &'a str },
     PaidMerchant { amount: &'a str, customer: &'a str, description: &'a str },
     PixNotConfigured,
+    LatePayment { number: i64, amount: &'a str, customer: &'a str },
     OutsideWindow,
 }
 
@@ -203,6 +204,67 @@ pub enum MerchantText<'a> {
 /// The pt-BR text of a staff menu message.
 pub fn merchant_text(text: MerchantText<'_>) -> anyhow::Result<String> {
     render(&Merchant { text })
+}
+
+/// Every text about booking deposits.
+#[derive(Template)]
+#[template(path = "messages/deposits.txt")]
+pub struct Deposits<'a> {
+    pub text: DepositText<'a>,
+}
+
+pub enum DepositText<'a> {
+    /// The charge's description (also shown to the merchant).
+    Description {
+        service: &'a str,
+        when: &'a str,
+    },
+    ChargeToCustomer {
+        business: &'a str,
+        amount: &'a str,
+        description: &'a str,
+        until: &'a str,
+    },
+    /// The answer to a confirmed booking that waits for its deposit.
+    Held {
+        service: &'a str,
+        professional: &'a str,
+        when: &'a str,
+        amount: &'a str,
+        until: &'a str,
+    },
+    PaidCustomer {
+        amount: &'a str,
+        service: &'a str,
+        when: &'a str,
+    },
+    PaidMerchant {
+        amount: &'a str,
+        customer: &'a str,
+        service: &'a str,
+        when: &'a str,
+    },
+    Expired {
+        service: &'a str,
+        when: &'a str,
+    },
+    RefundMerchant {
+        number: i64,
+        amount: &'a str,
+        customer: &'a str,
+        service: &'a str,
+        when: &'a str,
+    },
+    RefundCustomer {
+        amount: &'a str,
+        service: &'a str,
+        when: &'a str,
+    },
+}
+
+/// The pt-BR text of a deposit message.
+pub fn deposit_text(text: DepositText<'_>) -> anyhow::Result<String> {
+    render(&Deposits { text })
 }
 
 /// A moment as customers read it: `dd/mm HH:MM` in the tenant's zone.

@@ -5,8 +5,10 @@
 //! Invariants:
 //! - one reminder per appointment, start and offset (`reminders` primary key), recorded in the
 //!   same transaction as its action and message: however many servers sweep, once;
-//! - none for an appointment booked less than the offset ahead, cancelled (only active ones are
-//!   read) or moved (the old start's reminder is never due again; the new start gets its own);
+//! - none for an appointment booked less than the offset ahead, cancelled, still held for its
+//!   deposit or expired (only confirmed ones are read) or moved (the old start's reminder is
+//!   never due again; the new start gets its own); a hold confirmed by its deposit after the
+//!   reminder was due gets it at the next sweep;
 //! - inside the 24-hour window the reminder is an interactive message; outside it, the
 //!   tenant's template with quick replies whose payloads name the action; without a template,
 //!   such a customer gets none.

@@ -51,7 +51,9 @@ CREATE INDEX pending_actions_conversation ON pending_actions (tenant_id, convers
 CREATE TABLE charges (
     id                       INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant_id                INTEGER  NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
-    action_id                TEXT    NOT NULL REFERENCES pending_actions (id),
+    -- The merchant's confirmed action, or (a booking deposit) the appointment it holds.
+    action_id                TEXT    REFERENCES pending_actions (id),
+    appointment_id           INTEGER  REFERENCES appointments (id),
     idempotency_key          TEXT    NOT NULL,
     txid                     TEXT    NOT NULL,
     gateway                  TEXT    NOT NULL,
@@ -60,7 +62,7 @@ CREATE TABLE charges (
     description              TEXT    NOT NULL,
     customer_phone           TEXT    NOT NULL,
     customer_conversation_id INTEGER  NOT NULL REFERENCES conversations (id),
-    merchant_conversation_id INTEGER  NOT NULL REFERENCES conversations (id),
+    merchant_conversation_id INTEGER  REFERENCES conversations (id),
     status                   TEXT    NOT NULL,
     copia_e_cola             TEXT    NOT NULL,
     -- How the customer was reached: text | order | template.

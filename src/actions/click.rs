@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{ActionId, ActionKind, ActionStatus, ClickId, ConfirmedVia, Decision, PendingAction, Proposer};
 use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::{CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
-use crate::messages::{ActionText, ChargeVia, action_text, when_at};
+use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
 use crate::outbox::Replier;
 use crate::store::{ActionStore, Decider, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
@@ -61,11 +61,16 @@ pub struct ClickHandler {
 impl ClickHandler {
     /// The click path over `store`, queueing its answers with `replier`; ledger leases last
     /// `lease`.
-    pub fn new(store: Store, replier: Replier, lease: std::time::Duration) -> Self {
+    pub fn new(
+        store: Store,
+        replier: Replier,
+        gateways: Arc<crate::pix::Gateways>,
+        lease: std::time::Duration,
+    ) -> Self {
         let proposer = Proposer { store: store.clone(), replier: replier.clone() };
         Self {
             executor: Executor::new(store.clone(), lease),
-            execute: Arc::new(super::ExecuteAction { store: store.clone(), replier }),
+            execute: Arc::new(super::ExecuteAction { store: store.clone(), replier, gateways }),
             cancel_booking: Arc::new(crate::agent::tools::CancelBooking { proposer: proposer.clone() }),
             proposer,
             store,
@@ -176,6 +181,23 @@ fn answer(outcome: &ClickOutcome, tz: chrono_tz::Tz) -> anyhow::Result<Option<St
     let text = match outcome {
         ClickOutcome::Executed { kind, result } => match kind {
             ActionKind::Cancellation => ActionText::Cancelled { when: &when(result) },
+            // Held for a deposit: the Pix follows in its own message.
+            ActionKind::Booking if result["deposit"].is_object() => {
+                let deposit = &result["deposit"];
+                let amount = deposit["amount"].as_str().and_then(|a| crate::domain::Cents::parse_brl(a).ok());
+                let until = deposit["pay_by"]
+                    .as_str()
+                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                    .map(|t| when_at(tz, t.with_timezone(&Utc)))
+                    .unwrap_or_default();
+                return Ok(Some(deposit_text(DepositText::Held {
+                    service: result["service"].as_str().unwrap_or("?"),
+                    professional: result["professional"].as_str().unwrap_or("?"),
+                    when: &when(result),
+                    amount: &amount.map(|a| a.to_string()).unwrap_or_default(),
+                    until: &until,
+                })?));
+            }
             ActionKind::Booking => ActionText::Booked {
                 service: result["service"].as_str().unwrap_or("?"),
                 professional: result["professional"].as_str().unwrap_or("?"),
@@ -332,4 +354,30 @@ pub async fn confirm_typed(handler: &ClickHandler, call: &ToolCall<'_>, id: Acti
         }
         other => json!({ "status": format!("{other:?}").to_lowercase(), "note": "Nothing was done now." }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_booking_held_for_its_deposit_says_the_pix_is_coming() {
+        let tz = chrono_tz::America::Sao_Paulo;
+        let mut result = json!({
+            "service": "Corte masculino",
+            "professional": "Zé",
+            "starts_at": "2026-03-12T14:00:00-03:00",
+            "status": "confirmed",
+        });
+        let booked = ClickOutcome::Executed { kind: ActionKind::Booking, result: result.clone() };
+        let text = answer(&booked, tz).unwrap().unwrap();
+        assert!(text.starts_with("Pronto! Corte masculino com Zé marcado para 12/03 14:00"), "{text}");
+
+        result["status"] = json!("held");
+        result["deposit"] = json!({ "amount": "20.00", "pay_by": "2026-03-10T09:30:00-03:00" });
+        let held = ClickOutcome::Executed { kind: ActionKind::Booking, result };
+        let text = answer(&held, tz).unwrap().unwrap();
+        assert!(text.starts_with("Pré-reservado: Corte masculino com Zé em 12/03 14:00"), "{text}");
+        assert!(text.contains("sinal de R$ 20,00 pelo Pix que envio em seguida, até 10/03 09:30"), "{text}");
+    }
 }

@@ -2,6 +2,8 @@
 //! the click, its retry after a crash and a typed confirmation racing it share one key and
 //! one effect.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -10,11 +12,13 @@ use crate::agent::tools::{book, cancel, move_booking};
 use crate::charges::{ChargeOrder, create_charge};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::outbox::Replier;
+use crate::pix::Gateways;
 use crate::store::{ActionStore, BookingStore, Store};
 
 pub struct ExecuteAction {
     pub store: Store,
     pub replier: Replier,
+    pub gateways: Arc<Gateways>,
 }
 
 pub static EXECUTE_ACTION: ToolSpec = ToolSpec {
@@ -72,13 +76,15 @@ impl Tool for ExecuteAction {
             }
             ActionPayload::Charge { customer_phone, amount, description } => {
                 let order = ChargeOrder {
-                    action: id,
+                    action: Some(id),
+                    appointment: None,
                     customer_phone,
                     amount: *amount,
                     description,
-                    merchant_conversation: action.conversation,
+                    merchant_conversation: Some(action.conversation),
+                    expires_at: action.created_at + crate::charges::CHARGE_TTL,
                 };
-                create_charge(&self.store, &self.replier, call, &order).await
+                create_charge(&self.store, &self.replier, &self.gateways, call, &order).await
             }
             ActionPayload::Attendance { booking_id } => {
                 let confirmed = self

@@ -92,7 +92,14 @@ mod tests {
     use crate::domain::Cents;
 
     fn service() -> Service {
-        Service { id: 1, name: "Corte".into(), duration_minutes: 30, buffer_minutes: 10, price: Cents(5000) }
+        Service {
+            id: 1,
+            name: "Corte".into(),
+            duration_minutes: 30,
+            buffer_minutes: 10,
+            price: Cents(5000),
+            deposit: Cents(0),
+        }
     }
 
     fn professional() -> Professional {
@@ -110,7 +117,8 @@ mod tests {
 
     #[test]
     fn wall_clock_hours_in_each_brazilian_zone() {
-        let settings = BookingSettings { min_notice_minutes: 0, horizon_days: 400, slot_step_minutes: 60 };
+        let settings =
+            BookingSettings { min_notice_minutes: 0, horizon_days: 400, slot_step_minutes: 60, ..Default::default() };
         let date = NaiveDate::from_ymd_opt(2026, 3, 11).unwrap();
         let now = Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap();
         for (tz, offset) in [
@@ -131,7 +139,8 @@ mod tests {
     #[test]
     fn daylight_saving_gap_and_overlap() {
         // New York springs forward on 2026-03-08 at 02:00: 02:30 does not exist that day.
-        let settings = BookingSettings { min_notice_minutes: 0, horizon_days: 400, slot_step_minutes: 30 };
+        let settings =
+            BookingSettings { min_notice_minutes: 0, horizon_days: 400, slot_step_minutes: 30, ..Default::default() };
         let mut p = professional();
         let t = |s: &str| NaiveTime::parse_from_str(s, "%H:%M").unwrap();
         p.hours.0[6] = vec![(t("01:00"), t("04:00"))];
@@ -164,7 +173,8 @@ mod tests {
 
     #[test]
     fn notice_horizon_busy_and_time_off() {
-        let settings = BookingSettings { min_notice_minutes: 120, horizon_days: 30, slot_step_minutes: 60 };
+        let settings =
+            BookingSettings { min_notice_minutes: 120, horizon_days: 30, slot_step_minutes: 60, ..Default::default() };
         let tz = chrono_tz::America::Sao_Paulo;
         let date = NaiveDate::from_ymd_opt(2026, 3, 11).unwrap();
         // 10:30 local: with 2 h notice the first offer is 13:00.

@@ -83,11 +83,13 @@ pub struct BookingSettings {
     pub horizon_days: u32,
     /// Distance between offered start times.
     pub slot_step_minutes: u32,
+    /// How long a booking that asks for a deposit is held waiting for its payment.
+    pub deposit_minutes: u32,
 }
 
 impl Default for BookingSettings {
     fn default() -> Self {
-        Self { min_notice_minutes: 60, horizon_days: 30, slot_step_minutes: 30 }
+        Self { min_notice_minutes: 60, horizon_days: 30, slot_step_minutes: 30, deposit_minutes: 30 }
     }
 }
 
@@ -97,6 +99,8 @@ pub struct ServiceSpec {
     pub duration_minutes: u32,
     pub buffer_minutes: u32,
     pub price: Cents,
+    /// Paid by Pix to confirm a booking (0: none), at most the price.
+    pub deposit: Cents,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +120,31 @@ pub struct CatalogSpec {
     pub professionals: Vec<ProfessionalSpec>,
 }
 
+impl ServiceSpec {
+    /// `"20.00"` or `"30%"` of `price`, in cents: more than zero and at most the price.
+    pub fn parse_deposit(raw: &str, price: Cents) -> Result<Cents, String> {
+        let deposit = match raw.trim().strip_suffix('%') {
+            Some(percent) => {
+                // Parsed like money so "12.5%" reads as 1250 hundredths of a percent.
+                let hundredths = Cents::parse_brl(percent)
+                    .ok()
+                    .filter(|p| p.0 > 0 && p.0 <= 100 * 100)
+                    .ok_or_else(|| format!("deposit {raw:?} must be a percentage between 0% and 100%, like \"30%\""))?;
+                // price (≤ 10^9) × hundredths (≤ 10^4) fits in i64; rounded half up to the cent.
+                Cents((price.0 * hundredths.0 + 5_000) / 10_000)
+            }
+            None => Cents::parse_brl(raw).map_err(|e| format!("deposit: {e}, or a percentage like \"30%\""))?,
+        };
+        if deposit.0 <= 0 {
+            return Err(format!("deposit {raw:?} comes to {deposit}; it must be more than zero"));
+        }
+        if deposit > price {
+            return Err(format!("deposit {raw:?} ({deposit}) is more than the price ({price})"));
+        }
+        Ok(deposit)
+    }
+}
+
 /// A service as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
@@ -124,6 +153,8 @@ pub struct Service {
     pub duration_minutes: i64,
     pub buffer_minutes: i64,
     pub price: Cents,
+    /// 0: booking it confirms at once; otherwise it is held until this is paid.
+    pub deposit: Cents,
 }
 
 /// A professional as stored, with the services they perform.
@@ -134,4 +165,27 @@ pub struct Professional {
     pub hours: WeeklyHours,
     pub time_off: Vec<(NaiveDateTime, NaiveDateTime)>,
     pub service_ids: Vec<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deposit_is_an_amount_or_a_percentage_of_the_price() {
+        let price = Cents(5000);
+        let deposit = |raw: &str| ServiceSpec::parse_deposit(raw, price);
+        assert_eq!(deposit("20.00"), Ok(Cents(2000)));
+        assert_eq!(deposit("R$ 50,00"), Ok(Cents(5000)));
+        assert_eq!(deposit("30%"), Ok(Cents(1500)));
+        assert_eq!(deposit("33.33%"), Ok(Cents(1667)), "16.665 rounds half up");
+        assert_eq!(deposit("100%"), Ok(Cents(5000)));
+        assert_eq!(
+            ServiceSpec::parse_deposit("0.01%", Cents(1000)),
+            Err("deposit \"0.01%\" comes to R$ 0,00; it must be more than zero".into())
+        );
+        for bad in ["60", "0", "0%", "120%", "-5", "vinte", "%"] {
+            assert!(deposit(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -13,7 +13,10 @@
 //!   before, in the same transaction;
 //! - a customer's own active appointments do not overlap either, unless a caller allows it
 //!   deliberately (a merchant booking by hand); a started appointment is neither moved nor
-//!   cancelled.
+//!   cancelled;
+//! - a service with a deposit is booked `held` with a `hold_expires_at` (never later than its
+//!   start) and confirmed only by the deposit's payment; a hold that runs out becomes
+//!   `expired`, which the overlap rule does not count (see `crate::deposits`).
 
 pub mod availability;
 pub(crate) mod catalog;
@@ -33,13 +36,27 @@ pub struct Appointment {
     pub professional_id: i64,
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
+    /// held | confirmed | cancelled | expired
     pub status: String,
     pub price_cents: i64,
+    /// The deposit a held appointment waits for, copied from the service at booking (0: none).
+    pub deposit_cents: i64,
+    /// When a held appointment's hold runs out; none once confirmed.
+    pub hold_expires_at: Option<DateTime<Utc>>,
 }
 
 impl Appointment {
     pub fn price(&self) -> Cents {
         Cents(self.price_cents)
+    }
+
+    pub fn deposit(&self) -> Cents {
+        Cents(self.deposit_cents)
+    }
+
+    /// Held, waiting for its deposit: the hold's end.
+    pub fn awaiting_deposit(&self) -> Option<DateTime<Utc>> {
+        self.hold_expires_at.filter(|_| self.status == "held" && self.deposit_cents > 0)
     }
 }
 

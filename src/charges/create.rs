@@ -11,20 +11,24 @@ use crate::inbound::ContactIdentity;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
 use crate::outbox::Replier;
-use crate::pix::{ChargeRequest, GatewayError, PixGateway, PixSettings, SandboxGateway, Txid};
+use crate::pix::{ChargeRequest, GatewayError, Gateways, Payer, PixSettings, Txid};
 use crate::store::{ChargeStore, InboundStore, NewCharge, Store};
 
-/// How long a customer has to pay a charge.
-const CHARGE_TTL: TimeDelta = TimeDelta::hours(24);
+/// How long a customer has to pay a merchant's charge, from its proposal.
+pub const CHARGE_TTL: TimeDelta = TimeDelta::hours(24);
 
 /// What a confirmed charge action asks for.
 pub struct ChargeOrder<'a> {
-    pub action: ActionId,
+    pub action: Option<ActionId>,
+    pub appointment: Option<i64>,
     pub customer_phone: &'a PhoneE164,
     pub amount: Cents,
     pub description: &'a str,
-    /// The merchant's conversation (where the action was confirmed).
-    pub merchant_conversation: ConversationId,
+    /// The merchant's conversation (where the action was confirmed); none for a deposit.
+    pub merchant_conversation: Option<ConversationId>,
+    /// When the customer can no longer pay it: fixed by the caller from stable facts (the
+    /// proposal's time, a hold's end), so every attempt sends the provider the same request.
+    pub expires_at: chrono::DateTime<chrono::Utc>,
 }
 
 fn refused(text: ActionText<'_>) -> ToolFailure {
@@ -32,14 +36,14 @@ fn refused(text: ActionText<'_>) -> ToolFailure {
     ToolFailure::Permanent { message, details: json!({ "reason": "not_possible" }) }
 }
 
-/// The gateway a tenant's settings name. The next providers join here.
-fn gateway(settings: PixSettings) -> Box<dyn PixGateway> {
-    Box::new(SandboxGateway { settings })
-}
-
 fn gateway_failure(e: GatewayError) -> ToolFailure {
     match e {
         GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
+        // The merchant must fix the credentials: said plainly, and kept (not retried blindly).
+        GatewayError::Unauthorized(reason) => ToolFailure::Permanent {
+            message: format!("the Pix provider refused the credentials; check the [pix] settings: {reason}"),
+            details: json!({ "reason": "provider_refused" }),
+        },
         other => ToolFailure::Permanent {
             message: format!("the Pix provider refused the charge: {other}"),
             details: json!({ "reason": "provider_refused" }),
@@ -52,6 +56,7 @@ fn gateway_failure(e: GatewayError) -> ToolFailure {
 pub async fn create_charge(
     store: &Store,
     replier: &Replier,
+    gateways: &Gateways,
     call: &ToolCall<'_>,
     order: &ChargeOrder<'_>,
 ) -> Result<Value, ToolFailure> {
@@ -85,9 +90,10 @@ pub async fn create_charge(
         txid: Txid::for_static(key),
         amount: order.amount,
         description: order.description.to_owned(),
-        expires_at: ctx.now + CHARGE_TTL,
+        expires_at: order.expires_at,
+        payer: Payer { phone: order.customer_phone.clone(), name: contact.profile_name.clone() },
     };
-    let gateway = gateway(settings);
+    let gateway = gateways.for_tenant(tenant.id, &settings).map_err(gateway_failure)?;
     // After an unknown outcome (or an attempt that died mid-call) the provider may hold the
     // charge already: look it up before creating.
     let looked_up = match attempt.previous {
@@ -115,6 +121,7 @@ pub async fn create_charge(
     let new = NewCharge {
         tenant: tenant.id,
         action: order.action,
+        appointment: order.appointment,
         key,
         txid: created.txid.as_str(),
         gateway: gateway.name(),
@@ -126,7 +133,9 @@ pub async fn create_charge(
         merchant_conversation: order.merchant_conversation,
         copia_e_cola: &created.copia_e_cola,
         delivery: via.as_str(),
-        expires_at: created.expires_at,
+        // A provider may stretch a short expiry (Mercado Pago's minimum): the customer is told
+        // the caller's deadline, which a deposit's hold sets.
+        expires_at: created.expires_at.min(order.expires_at),
     };
     let messages = |charge: &Charge| customer_messages(tenant, charge, via, &destination);
     let render = |charge: &Charge| charge.to_json();

@@ -4,7 +4,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::Charge;
 use crate::domain::{ConversationId, TenantId};
-use crate::messages::{ActionText, ChargeVia, action_text};
+use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
 use crate::outbox::{NewOutbound, OutboxKey};
 use crate::tenant::Tenant;
 use crate::whatsapp::{OutboundMessage, Recipient};
@@ -60,17 +60,24 @@ impl Destination {
 pub fn customer_messages(tenant: &Tenant, charge: &Charge, via: ChargeVia, to: &Destination) -> Vec<NewOutbound> {
     let amount = charge.amount().to_string();
     let key = |part: &str| format!("charge:{}:{part}", charge.txid);
+    // A deposit says what paying it does and by when.
+    let intro = || match charge.appointment_id {
+        Some(_) => deposit_text(DepositText::ChargeToCustomer {
+            business: &tenant.name,
+            amount: &amount,
+            description: &charge.description,
+            until: &when_at(tenant.timezone, charge.expires_at),
+        }),
+        None => action_text(ActionText::ChargeToCustomer {
+            business: &tenant.name,
+            amount: &amount,
+            description: &charge.description,
+        }),
+    };
     let built: anyhow::Result<Vec<(String, OutboundMessage)>> = (|| {
         Ok(match via {
             ChargeVia::Text => vec![
-                (
-                    key("text"),
-                    OutboundMessage::text(action_text(ActionText::ChargeToCustomer {
-                        business: &tenant.name,
-                        amount: &amount,
-                        description: &charge.description,
-                    })?)?,
-                ),
+                (key("text"), OutboundMessage::text(intro()?)?),
                 (key("code"), OutboundMessage::text(charge.copia_e_cola.clone())?),
                 (
                     key("qr"),
@@ -82,11 +89,7 @@ pub fn customer_messages(tenant: &Tenant, charge: &Charge, via: ChargeVia, to: &
             ],
             ChargeVia::Order => {
                 let pix = tenant.settings.pix.as_ref().ok_or_else(|| anyhow::anyhow!("no [pix] settings"))?;
-                let body = action_text(ActionText::ChargeToCustomer {
-                    business: &tenant.name,
-                    amount: &amount,
-                    description: &charge.description,
-                })?;
+                let body = intro()?;
                 vec![(
                     key("order"),
                     OutboundMessage::OrderDetails {

@@ -12,15 +12,19 @@
 //!   window, the tenant's approved template outside it, and no charge at all when neither is
 //!   possible;
 //! - pending → paid is one conditional update that writes both notices in its transaction:
-//!   however often a payment is reported, each party is told once.
+//!   however often a payment is reported, each party is told once;
+//! - a booking deposit's payment (`appointment_id` set) also confirms its appointment in that
+//!   transaction, or, when the appointment can no longer be confirmed, records the charge
+//!   `refund_due` and tells the merchant to give the money back (see `crate::deposits`).
 
 mod create;
 mod delivery;
 mod paid;
 
-pub use create::{ChargeOrder, create_charge};
+pub use create::{CHARGE_TTL, ChargeOrder, create_charge};
 pub use delivery::{choose_via, inside_window};
-pub use paid::{PaidOutcome, mark_paid};
+pub use paid::{PaidOutcome, alert_late_payment, mark_paid};
+pub(crate) use paid::{destination, late_payment_key, merchants};
 
 use chrono::{DateTime, Utc};
 
@@ -30,7 +34,10 @@ use crate::domain::Cents;
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Charge {
     pub id: i64,
-    pub action_id: String,
+    /// The merchant's confirmed action; none for a booking deposit.
+    pub action_id: Option<String>,
+    /// The appointment a deposit holds.
+    pub appointment_id: Option<i64>,
     pub idempotency_key: String,
     pub txid: String,
     pub gateway: String,
@@ -39,14 +46,17 @@ pub struct Charge {
     pub description: String,
     pub customer_phone: String,
     pub customer_conversation_id: i64,
-    pub merchant_conversation_id: i64,
-    /// pending | paid | expired | cancelled
+    /// Where the merchant who confirmed it is told; none for a booking deposit.
+    pub merchant_conversation_id: Option<i64>,
+    /// pending | paid | expired | cancelled | refund_due (a deposit paid too late)
     pub status: String,
     pub copia_e_cola: String,
     /// text | order | template
     pub delivery: String,
     pub expires_at: DateTime<Utc>,
     pub paid_at: Option<DateTime<Utc>>,
+    /// The Pix transaction that paid it, when the provider said.
+    pub end_to_end_id: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 

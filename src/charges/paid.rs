@@ -1,5 +1,6 @@
 //! The "paid" path: the sandbox's "marcar como pago" and, next, the providers' notifications
-//! end here.
+//! end here. A booking deposit's payment goes on in `crate::deposits`, which also confirms
+//! (or, too late, cannot confirm) its appointment.
 
 use anyhow::Context;
 use chrono::Utc;
@@ -7,9 +8,10 @@ use chrono::Utc;
 use super::Charge;
 use super::delivery::Destination;
 use crate::domain::ConversationId;
+use crate::inbound::ContactIdentity;
 use crate::messages::{ActionText, ChargeVia, action_text};
 use crate::outbox::{NewOutbound, Replier};
-use crate::store::{ChargeStore, InboundStore, Store};
+use crate::store::{ChargeStore, InboundStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::{OutboundMessage, Recipient};
 
@@ -19,10 +21,13 @@ pub enum PaidOutcome {
     Paid(Box<Charge>),
     /// It was not pending (already paid, expired, cancelled): nothing changed.
     Unchanged(Box<Charge>),
+    /// A booking deposit paid when its appointment could no longer be confirmed: recorded as
+    /// `refund_due`, the merchant told to give it back.
+    RefundDue(Box<Charge>),
     NotFound,
 }
 
-async fn destination(
+pub(crate) async fn destination(
     store: &Store,
     replier: &Replier,
     tenant: &Tenant,
@@ -38,7 +43,27 @@ async fn destination(
     })
 }
 
-fn notices(charge: &Charge, customer: &Destination, merchant: &Destination) -> anyhow::Result<Vec<NewOutbound>> {
+/// Who speaks for the business about `charge`: the merchant who confirmed it, or (a booking
+/// deposit, which nobody confirmed) every staff member.
+pub(crate) async fn merchants(
+    store: &Store,
+    replier: &Replier,
+    tenant: &Tenant,
+    charge: &Charge,
+) -> anyhow::Result<Vec<Destination>> {
+    if let Some(conversation) = charge.merchant_conversation_id {
+        return Ok(vec![destination(store, replier, tenant, conversation).await?]);
+    }
+    let mut out = Vec::new();
+    for phone in store.staff(tenant.id).await? {
+        let identity = ContactIdentity { wa_id: Some(phone), user_id: None, username: None, profile_name: None };
+        let conversation = store.ensure_conversation(tenant.id, &identity, store.db_time(Utc::now())).await?;
+        out.push(destination(store, replier, tenant, conversation.0).await?);
+    }
+    Ok(out)
+}
+
+fn notices(charge: &Charge, customer: &Destination, merchants: &[Destination]) -> anyhow::Result<Vec<NewOutbound>> {
     let amount = charge.amount().to_string();
     let key = |part: &str| format!("charge:{}:{part}", charge.txid);
     let mut out = Vec::new();
@@ -57,23 +82,38 @@ fn notices(charge: &Charge, customer: &Destination, merchant: &Destination) -> a
         customer: &charge.customer_phone,
         description: &charge.description,
     })?;
-    out.extend(merchant.message(key("paid_merchant"), OutboundMessage::text(to_merchant)?));
+    for merchant in merchants {
+        out.extend(merchant.message(
+            key(&format!("paid_merchant:{}", merchant.conversation)),
+            OutboundMessage::text(to_merchant.clone())?,
+        ));
+    }
     Ok(out)
 }
 
 /// Marks charge `id` paid once and tells the customer and the merchant once each, however
 /// often it is called (a redelivered notification, a double click on "marcar como pago").
-pub async fn mark_paid(store: &Store, replier: &Replier, tenant: &Tenant, id: i64) -> anyhow::Result<PaidOutcome> {
+pub async fn mark_paid(
+    store: &Store,
+    replier: &Replier,
+    tenant: &Tenant,
+    id: i64,
+    end_to_end_id: Option<&str>,
+) -> anyhow::Result<PaidOutcome> {
     let Some(charge) = store.charge(tenant.id, id).await? else { return Ok(PaidOutcome::NotFound) };
+    if charge.appointment_id.is_some() {
+        return crate::deposits::mark_deposit_paid(store, replier, tenant, charge, end_to_end_id).await;
+    }
     if charge.status != "pending" {
         return Ok(PaidOutcome::Unchanged(Box::new(charge)));
     }
     let customer = destination(store, replier, tenant, charge.customer_conversation_id).await?;
-    let merchant = destination(store, replier, tenant, charge.merchant_conversation_id).await?;
-    let built = notices(&charge, &customer, &merchant).context("failed to build the payment notices")?;
+    let merchants = merchants(store, replier, tenant, &charge).await?;
+    let built = notices(&charge, &customer, &merchants).context("failed to build the payment notices")?;
     // The notices depend only on fields a payment does not change, so those built from the
     // read above are the ones the conditional update commits with.
-    let paid = store.mark_charge_paid(tenant.id, id, &|_| built.clone(), store.db_time(Utc::now())).await?;
+    let now = store.db_time(Utc::now());
+    let paid = store.mark_charge_paid(tenant.id, id, end_to_end_id, &|_| built.clone(), now).await?;
     Ok(match paid {
         Some(charge) => {
             tracing::info!(tenant = %tenant.id, charge = charge.id, "charge paid");
@@ -85,4 +125,37 @@ pub async fn mark_paid(store: &Store, replier: &Replier, tenant: &Tenant, id: i6
             None => PaidOutcome::NotFound,
         },
     })
+}
+
+/// A payment the provider confirmed for a charge that is no longer pending here (expired or
+/// cancelled): recorded by the caller, and the merchant told once to check and refund. The
+/// outbox key is the one a deposit's refund notice takes, so a redelivered payment of a
+/// `refund_due` deposit tells nobody twice.
+pub async fn alert_late_payment(
+    store: &Store,
+    replier: &Replier,
+    tenant: &Tenant,
+    charge: &Charge,
+) -> anyhow::Result<()> {
+    let text = action_text(ActionText::LatePayment {
+        number: charge.id,
+        amount: &charge.amount().to_string(),
+        customer: &charge.customer_phone,
+    })?;
+    for merchant in merchants(store, replier, tenant, charge).await? {
+        let key = late_payment_key(charge, merchant.conversation);
+        if let Some(message) = merchant.message(key, OutboundMessage::text(text.clone())?) {
+            use crate::store::OutboxStore;
+            if store.enqueue_outbound(&message, store.db_time(Utc::now())).await?.is_some() {
+                replier.wake();
+            }
+        }
+    }
+    tracing::warn!(tenant = %tenant.id, charge = charge.id, status = %charge.status, "payment for a charge no longer pending");
+    Ok(())
+}
+
+/// The outbox key of the merchant's "check and refund" notice about `charge`.
+pub(crate) fn late_payment_key(charge: &Charge, merchant: ConversationId) -> String {
+    format!("charge:{}:late_payment:{merchant}", charge.txid)
 }

@@ -3,6 +3,7 @@
 
 mod error;
 mod health;
+mod pix_webhook;
 mod simulator;
 mod whatsapp_webhook;
 
@@ -46,6 +47,10 @@ pub struct AppState {
     pub simulator_open: bool,
     /// Queues the messages the simulator's actions cause (a sandbox charge marked paid).
     pub replier: crate::outbox::Replier,
+    /// Each tenant's Pix gateway: authenticates payment notifications.
+    pub gateways: Arc<crate::pix::Gateways>,
+    /// Wakes the payment processor after a notification is stored.
+    pub wake_payments: Arc<Notify>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -55,6 +60,9 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(health::metrics))
         .route("/simulator/api/tenants/{slug}", get(simulator::tenant))
         .route("/simulator/api/tenants/{slug}/outbox", get(simulator::outbox))
+        .route("/webhooks/pix/{slug}/{provider}", post(pix_webhook::notify))
+        .route("/webhooks/pix/{slug}/{provider}/{secret}", post(pix_webhook::notify_with_secret))
+        .route("/webhooks/pix/{slug}/{provider}/{secret}/pix", post(pix_webhook::notify_with_secret))
         .route("/simulator/api/tenants/{slug}/charges", get(simulator::charges))
         .route("/simulator/api/tenants/{slug}/charges/{id}/paid", post(simulator::mark_paid))
         .route(
@@ -64,6 +72,31 @@ pub fn router(state: AppState) -> Router {
                 .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT)),
         )
         .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, REQUEST_TIMEOUT))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<axum::body::Body>| {
+            tracing::debug_span!("request", method = %request.method(), path = %loggable_path(request.uri().path()))
+        }))
         .with_state(state)
+}
+
+/// The path as logs may show it: a Pix callback's secret segment (`/webhooks/pix/{tenant}/
+/// {provider}/{secret}…`) and the query string are left out.
+fn loggable_path(path: &str) -> String {
+    match path.strip_prefix("/webhooks/pix/") {
+        Some(rest) => {
+            let kept: Vec<&str> = rest.splitn(3, '/').take(2).collect();
+            let hidden = if rest.splitn(3, '/').count() > 2 { "/…" } else { "" };
+            format!("/webhooks/pix/{}{hidden}", kept.join("/"))
+        }
+        None => path.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_callback_secret_never_reaches_the_logs() {
+        assert_eq!(super::loggable_path("/webhooks/pix/barbearia/bacen/s3cr3t/pix"), "/webhooks/pix/barbearia/bacen/…");
+        assert_eq!(super::loggable_path("/webhooks/pix/barbearia/asaas"), "/webhooks/pix/barbearia/asaas");
+        assert_eq!(super::loggable_path("/healthz"), "/healthz");
+    }
 }

@@ -100,10 +100,11 @@ pub async fn mark_paid(
         Some(_) => return Err(ApiError::BadRequest(format!("charge {id} is not a sandbox charge"))),
         None => return Err(ApiError::BadRequest(format!("no charge {id}"))),
     }
-    let outcome = crate::charges::mark_paid(&state.store, &state.replier, &tenant, id).await?;
+    let outcome = crate::charges::mark_paid(&state.store, &state.replier, &tenant, id, None).await?;
     Ok(Json(match outcome {
         PaidOutcome::Paid(c) => json!({ "paid": true, "charge": c.to_json() }),
         PaidOutcome::Unchanged(c) => json!({ "paid": false, "charge": c.to_json() }),
+        PaidOutcome::RefundDue(c) => json!({ "paid": true, "refund_due": true, "charge": c.to_json() }),
         PaidOutcome::NotFound => json!({ "paid": false }),
     }))
 }

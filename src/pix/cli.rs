@@ -39,11 +39,29 @@ pub enum PixCommand {
         #[arg(long)]
         description: Option<String>,
     },
+    /// Print the URL to register with a tenant's Pix provider for payment notifications
+    /// (reads the tenant from the database; the server's public address from BALCAO_PUBLIC_URL).
+    WebhookUrl {
+        /// The tenant's slug.
+        #[arg(long)]
+        tenant: String,
+    },
+}
+
+/// The notification URL of a tenant whose gateway is `provider`, served at `public_url`; Bacen's
+/// carries the secret path segment (the provider appends `/pix` itself).
+pub fn webhook_url(public_url: &str, slug: &str, provider: &str, path_secret: Option<&str>) -> String {
+    let base = public_url.trim_end_matches('/');
+    match path_secret {
+        Some(secret) => format!("{base}/webhooks/pix/{slug}/{provider}/{secret}"),
+        None => format!("{base}/webhooks/pix/{slug}/{provider}"),
+    }
 }
 
 /// The text to print, or the reason to print on stderr before exiting with 1.
 pub fn run(command: &PixCommand) -> Result<String, String> {
     match command {
+        PixCommand::WebhookUrl { .. } => Err("webhook-url needs the database; run it through `balcao pix`".into()),
         PixCommand::Decode { payload } => decode_report(payload.trim()).map_err(|e| e.to_string()),
         PixCommand::Encode { key, key_type, name, city, amount, txid, description } => {
             let kind = PixKeyType::parse(key_type).map_err(|e| e.to_string())?;

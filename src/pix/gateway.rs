@@ -16,8 +16,15 @@
 use chrono::{DateTime, Utc};
 
 use super::txid::Txid;
-use crate::domain::Cents;
+use crate::domain::{Cents, PhoneE164};
 use crate::ledger::LedgerKey;
+
+/// Who pays: providers that keep customers (Asaas) find or create one by phone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payer {
+    pub phone: PhoneE164,
+    pub name: Option<String>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
@@ -26,6 +33,63 @@ pub struct ChargeRequest {
     pub amount: Cents,
     pub description: String,
     pub expires_at: DateTime<Utc>,
+    pub payer: Payer,
+}
+
+/// A charge as recorded, to ask its provider about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChargeRef {
+    pub txid: String,
+    pub provider_ref: Option<String>,
+}
+
+/// What the provider says of a charge now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PaymentState {
+    Pending,
+    /// Paid; `end_to_end_id` is the Pix transaction's id when the provider gives it.
+    Paid {
+        end_to_end_id: Option<String>,
+    },
+    Expired,
+    Cancelled,
+}
+
+/// A payment notification as received: the raw body and what authenticates it.
+#[derive(Debug, Clone)]
+pub struct WebhookRequest<'a> {
+    pub headers: &'a reqwest::header::HeaderMap,
+    /// The raw query string, if any (Mercado Pago puts `data.id` there too).
+    pub query: Option<&'a str>,
+    /// The secret path segment of the URL it came to (Bacen callbacks), if any.
+    pub path_secret: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// One event of a notification: its id (for deduplication) and the charge it is about. The
+/// state it claims is never trusted: the caller asks [`PixGateway::state`] before acting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    pub event_id: String,
+    pub charge: NotifiedCharge,
+}
+
+/// How a notification names its charge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotifiedCharge {
+    Txid(String),
+    ProviderRef(String),
+}
+
+/// Why a notification was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NotificationError {
+    #[error("the notification is not authentic")]
+    Unauthenticated,
+    #[error("the notification is malformed: {0}")]
+    Malformed(String),
+    #[error("this gateway receives no notifications")]
+    Unsupported,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,4 +128,15 @@ pub trait PixGateway: Send + Sync {
     /// The charge already created for `req`, if any: the lookup before creating again after
     /// an unknown outcome.
     async fn find(&self, req: &ChargeRequest) -> Result<Option<CreatedCharge>, GatewayError>;
+
+    /// The charge's payment state at the provider: the re-fetch before a notification is
+    /// trusted, and the poller's question.
+    async fn state(&self, charge: &ChargeRef) -> Result<PaymentState, GatewayError>;
+
+    /// Authenticates a payment notification (constant-time where a secret is compared) and
+    /// reads its events.
+    fn notifications(&self, request: &WebhookRequest<'_>) -> Result<Vec<Notification>, NotificationError> {
+        let _ = request;
+        Err(NotificationError::Unsupported)
+    }
 }

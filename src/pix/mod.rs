@@ -5,11 +5,16 @@
 //! to printable ASCII first. A charge's txid is derived from its ledger key, so retries never
 //! mint a second charge (see [`gateway`]).
 
+pub mod asaas;
+pub mod bacen;
 pub mod brcode;
 pub mod cli;
 pub mod fold;
 pub mod gateway;
+pub mod gateways;
+mod http;
 pub mod key;
+pub mod mercadopago;
 pub mod qr;
 pub mod sandbox;
 pub mod settings;
@@ -18,9 +23,13 @@ pub mod txid;
 
 pub use brcode::{BrCode, BrCodeError, Field, StaticCharge, decode};
 pub use fold::fold_ascii;
-pub use gateway::{ChargeRequest, CreatedCharge, GatewayError, PixGateway};
+pub use gateway::{
+    ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, NotifiedCharge, Payer,
+    PaymentState, PixGateway, WebhookRequest,
+};
+pub use gateways::{EnvSecrets, Gateways, MapSecrets, Secrets};
 pub use key::{PixKey, PixKeyError, PixKeyType};
 pub use qr::QrError;
 pub use sandbox::SandboxGateway;
-pub use settings::{GatewayKind, PixSettings, RawPix};
+pub use settings::{GatewayKind, PixSettings, ProviderConfig, RawPix};
 pub use txid::{Txid, TxidError};

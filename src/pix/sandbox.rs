@@ -6,7 +6,7 @@
 //! confirms a payment here: the merchant confirms it by hand.
 
 use super::brcode::StaticCharge;
-use super::gateway::{ChargeRequest, CreatedCharge, GatewayError, PixGateway};
+use super::gateway::{ChargeRef, ChargeRequest, CreatedCharge, GatewayError, PaymentState, PixGateway};
 use super::settings::PixSettings;
 
 #[derive(Debug, Clone)]
@@ -46,6 +46,11 @@ impl PixGateway for SandboxGateway {
     async fn find(&self, req: &ChargeRequest) -> Result<Option<CreatedCharge>, GatewayError> {
         self.build(req).map(Some)
     }
+
+    /// Nothing here sees a payment: a sandbox charge is marked paid by hand.
+    async fn state(&self, _charge: &ChargeRef) -> Result<PaymentState, GatewayError> {
+        Ok(PaymentState::Pending)
+    }
 }
 
 #[cfg(test)]
@@ -66,6 +71,7 @@ mod tests {
             key: PixKey::parse(PixKeyType::Email, "caixa@barbearia.com.br").unwrap(),
             merchant_name: "Barbearia do Zé".into(),
             merchant_city: "Florianópolis".into(),
+            provider: Default::default(),
         })
     }
 
@@ -77,6 +83,10 @@ mod tests {
             amount: Cents(cents),
             description: "Corte de cabelo".into(),
             expires_at: Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap(),
+            payer: crate::pix::gateway::Payer {
+                phone: crate::domain::PhoneE164::parse("+5511999990000").unwrap(),
+                name: None,
+            },
         }
     }
 

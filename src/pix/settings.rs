@@ -17,21 +17,57 @@ use super::key::{PixKey, PixKeyType};
 pub enum GatewayKind {
     /// Static BR Codes built locally; nothing leaves the server.
     Sandbox,
+    /// The Banco Central's API Pix standard (Efí, Inter, Itaú, Sicredi…): OAuth2 with mutual TLS.
+    Bacen,
+    Asaas,
+    MercadoPago,
 }
 
 impl GatewayKind {
     pub fn parse(raw: &str) -> Result<Self, String> {
         match raw.trim().to_ascii_lowercase().as_str() {
             "sandbox" => Ok(Self::Sandbox),
-            _ => Err(format!("unknown gateway {raw:?}; supported: sandbox")),
+            "bacen" => Ok(Self::Bacen),
+            "asaas" => Ok(Self::Asaas),
+            "mercadopago" => Ok(Self::MercadoPago),
+            _ => Err(format!("unknown gateway {raw:?}; supported: sandbox, bacen, asaas, mercadopago")),
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Sandbox => "sandbox",
+            Self::Bacen => "bacen",
+            Self::Asaas => "asaas",
+            Self::MercadoPago => "mercadopago",
         }
     }
+}
+
+/// How to reach a real provider. Secrets are never in the file: it names the environment
+/// variables that hold them, read when the gateway is built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// The API's base URL (required for bacen; asaas and mercadopago have defaults).
+    pub base_url: Option<String>,
+    /// bacen: the OAuth2 token endpoint (default `{base_url}/oauth/token`).
+    pub token_url: Option<String>,
+    /// bacen: the OAuth2 client id.
+    pub client_id: Option<String>,
+    /// bacen: the variable holding the OAuth2 client secret.
+    pub client_secret_env: Option<String>,
+    /// bacen: the client certificate and key (PEM files) for mutual TLS, and optionally the
+    /// CA that signs the provider's server certificate.
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    pub ca_file: Option<String>,
+    /// bacen: the variable holding the per-tenant secret `txid`s are derived with.
+    pub txid_secret_env: Option<String>,
+    /// asaas: the variable holding the `access_token`; mercadopago: the access token.
+    pub api_key_env: Option<String>,
+    /// The variable holding what authenticates notifications: the Asaas webhook token, the
+    /// Mercado Pago webhook secret, or the Bacen callback's secret path segment.
+    pub webhook_secret_env: Option<String>,
 }
 
 impl fmt::Display for GatewayKind {
@@ -47,11 +83,12 @@ pub struct PixSettings {
     /// As written in the tenant file; folded to ASCII and cut when a code is built.
     pub merchant_name: String,
     pub merchant_city: String,
+    pub provider: ProviderConfig,
 }
 
 /// The `[pix]` table of a tenant file, also how it is stored with the tenant (and checked
 /// again, by [`PixSettings::from_raw`], when used).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPix {
     /// `sandbox` when absent.
@@ -60,6 +97,36 @@ pub struct RawPix {
     pub key_type: String,
     pub merchant_name: String,
     pub merchant_city: String,
+    /// The API's base URL (required for bacen; asaas and mercadopago have defaults).
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// bacen: the OAuth2 token endpoint (default `{base_url}/oauth/token`).
+    #[serde(default)]
+    pub token_url: Option<String>,
+    /// bacen: the OAuth2 client id.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// bacen: the variable holding the OAuth2 client secret.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// bacen: the client certificate and key (PEM files) for mutual TLS, and optionally the
+    /// CA that signs the provider's server certificate.
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    #[serde(default)]
+    pub key_file: Option<String>,
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// bacen: the variable holding the per-tenant secret `txid`s are derived with.
+    #[serde(default)]
+    pub txid_secret_env: Option<String>,
+    /// asaas: the variable holding the `access_token`; mercadopago: the access token.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The variable holding what authenticates notifications: the Asaas webhook token, the
+    /// Mercado Pago webhook secret, or the Bacen callback's secret path segment.
+    #[serde(default)]
+    pub webhook_secret_env: Option<String>,
 }
 
 impl PixSettings {
@@ -72,7 +139,34 @@ impl PixSettings {
         let key = PixKey::parse(kind, &raw.key).map_err(|e| format!("key: {e}"))?;
         let merchant_name = checked_text("merchant_name", &raw.merchant_name)?;
         let merchant_city = checked_text("merchant_city", &raw.merchant_city)?;
-        Ok(Self { gateway, key, merchant_name, merchant_city })
+        let provider = ProviderConfig {
+            base_url: raw.base_url,
+            token_url: raw.token_url,
+            client_id: raw.client_id,
+            client_secret_env: raw.client_secret_env,
+            cert_file: raw.cert_file,
+            key_file: raw.key_file,
+            ca_file: raw.ca_file,
+            txid_secret_env: raw.txid_secret_env,
+            api_key_env: raw.api_key_env,
+            webhook_secret_env: raw.webhook_secret_env,
+        };
+        let required: &[(&str, &Option<String>)] = match gateway {
+            GatewayKind::Sandbox => &[],
+            GatewayKind::Bacen => &[
+                ("base_url", &provider.base_url),
+                ("client_id", &provider.client_id),
+                ("client_secret_env", &provider.client_secret_env),
+                ("cert_file", &provider.cert_file),
+                ("key_file", &provider.key_file),
+                ("txid_secret_env", &provider.txid_secret_env),
+            ],
+            GatewayKind::Asaas | GatewayKind::MercadoPago => &[("api_key_env", &provider.api_key_env)],
+        };
+        if let Some((field, _)) = required.iter().find(|(_, v)| v.as_deref().is_none_or(|v| v.trim().is_empty())) {
+            return Err(format!("{field}: required for gateway {gateway}"));
+        }
+        Ok(Self { gateway, key, merchant_name, merchant_city, provider })
     }
 }
 
@@ -94,6 +188,7 @@ mod tests {
             key_type: "Phone".into(),
             merchant_name: " Barbearia do Zé ".into(),
             merchant_city: "São Paulo".into(),
+            ..Default::default()
         }
     }
 
@@ -115,6 +210,8 @@ mod tests {
             (RawPix { key_type: "cpf".into(), ..raw() }, "key: "),
             (RawPix { merchant_name: "☕ ".into(), ..raw() }, "merchant_name: "),
             (RawPix { merchant_city: "".into(), ..raw() }, "merchant_city: "),
+            (RawPix { gateway: Some("bacen".into()), ..raw() }, "base_url: required for gateway bacen"),
+            (RawPix { gateway: Some("asaas".into()), ..raw() }, "api_key_env: required for gateway asaas"),
         ] {
             let message = PixSettings::from_raw(bad).unwrap_err();
             assert!(message.contains(expected), "{message:?} lacks {expected:?}");

@@ -30,6 +30,15 @@ pub struct NewAppointment<'a> {
     /// Books even when the customer has another appointment at that time (a merchant's
     /// deliberate choice); a customer's own request never does.
     pub allow_customer_overlap: bool,
+    /// Books it `held` until a deposit is paid; none books it `confirmed`.
+    pub hold: Option<Hold>,
+}
+
+/// A booking held for its deposit.
+#[derive(Debug, Clone, Copy)]
+pub struct Hold {
+    pub deposit: Cents,
+    pub expires_at: DateTime<Utc>,
 }
 
 /// The ledger row an appointment write settles in its own transaction, and the result it
@@ -71,7 +80,8 @@ pub trait BookingStore {
     /// The appointment a ledger key describes, if any.
     async fn appointment_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Appointment>>;
     /// Cancels the customer's active appointment that has not started, releasing every ledger
-    /// row that described it; `NotFound` if the customer has no such appointment.
+    /// row that described it and cancelling its unpaid deposit charge; `NotFound` if the
+    /// customer has no such appointment.
     async fn cancel_appointment(
         &self,
         tenant: TenantId,
@@ -113,8 +123,9 @@ pub trait BookingStore {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> StoreResult<Vec<(Appointment, Option<String>, Option<String>)>>;
-    /// Active appointments starting in `[from, to)` for every tenant, not reminded yet for
-    /// that start, with their tenant, for reminders.
+    /// Confirmed appointments starting in `[from, to)` for every tenant, not reminded yet for
+    /// that start, with their tenant, for reminders (a hold waiting for its deposit is not
+    /// reminded of; once paid, it is).
     async fn appointments_starting(
         &self,
         from: DateTime<Utc>,
@@ -125,19 +136,24 @@ pub trait BookingStore {
 /// The columns of [`Appointment`], for `SELECT` and `RETURNING`.
 macro_rules! appointment_columns {
     () => {
-        "id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents"
+        "id, contact_id, service_id, professional_id, starts_at, ends_at, status, price_cents, deposit_cents, hold_expires_at"
     };
 }
+pub(crate) use appointment_columns;
 
 /// What a ledger row settled with an appointment write is about.
 fn subject(id: i64) -> String {
     format!("appointment:{id}")
 }
 
+/// Whether `e` is the overlap rule refusing a write (PostgreSQL's `EXCLUDE`, SQLite's trigger).
+pub(crate) fn is_overlap(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.code().as_deref() == Some("23P01") || db.message().contains("appointment_overlap"))
+}
+
 fn overlap_or(e: sqlx::Error) -> BookingError {
-    if let sqlx::Error::Database(db) = &e
-        && (db.code().as_deref() == Some("23P01") || db.message().contains("appointment_overlap"))
-    {
+    if is_overlap(&e) {
         return BookingError::SlotTaken;
     }
     BookingError::Store(e.into())
@@ -332,8 +348,9 @@ impl BookingStore for Store {
             }
             let inserted: Option<Appointment> = sqlx::query_as(concat!(
                 "INSERT INTO appointments (tenant_id, contact_id, service_id, professional_id, starts_at, ends_at, status,
-                                           price_cents, idempotency_key, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'confirmed', $7, $8, $9, $9)
+                                           price_cents, idempotency_key, created_at, updated_at, deposit_cents,
+                                           hold_expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $10, $7, $8, $9, $9, $11, $12)
                  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
                  RETURNING ", appointment_columns!()
             ))
@@ -346,6 +363,9 @@ impl BookingStore for Store {
             .bind(new.price.0)
             .bind(new.key.as_str())
             .bind(now)
+            .bind(if new.hold.is_some() { "held" } else { "confirmed" })
+            .bind(new.hold.map_or(0, |h| h.deposit.0))
+            .bind(new.hold.map(|h| h.expires_at))
             .fetch_optional(&mut *tx)
             .await
             .map_err(overlap_or)?;
@@ -375,6 +395,17 @@ impl BookingStore for Store {
     ) -> Result<Appointment, BookingError> {
         fenced_write!(self, tenant, settle, now, |tx, pool| {
             release_active!(tx, pool, tenant, contact, id, settle, now);
+            // A deposit still unpaid is no longer asked for.
+            sqlx::query(
+                "UPDATE charges SET status = 'cancelled', updated_at = $1
+                 WHERE tenant_id = $2 AND appointment_id = $3 AND status = 'pending'",
+            )
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
             sqlx::query_as(concat!(
                 "UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND id = $3 RETURNING ",
@@ -482,7 +513,7 @@ impl BookingStore for Store {
         let rows: Vec<Row> = reading!(self, pool => {
             sqlx::query_as(
                 "SELECT a.id, a.contact_id, a.service_id, a.professional_id, a.starts_at, a.ends_at, a.status,
-                        a.price_cents, c.profile_name, c.wa_id
+                        a.price_cents, a.deposit_cents, a.hold_expires_at, c.profile_name, c.wa_id
                  FROM appointments a JOIN contacts c ON c.id = a.contact_id AND c.tenant_id = a.tenant_id
                  WHERE a.tenant_id = $1 AND a.status IN ('held', 'confirmed') AND a.starts_at >= $2 AND a.starts_at < $3
                  ORDER BY a.starts_at, a.id",
@@ -511,7 +542,7 @@ impl BookingStore for Store {
         let rows: Vec<Row> = reading!(self, pool => {
             sqlx::query_as(concat!(
                 "SELECT tenant_id, created_at, ", appointment_columns!(), " FROM appointments
-                 WHERE status IN ('held', 'confirmed') AND starts_at >= $1 AND starts_at < $2
+                 WHERE status = 'confirmed' AND starts_at >= $1 AND starts_at < $2
                    AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.tenant_id = appointments.tenant_id
                                    AND r.appointment_id = appointments.id AND r.starts_at = appointments.starts_at)
                  ORDER BY starts_at, id"

@@ -24,6 +24,7 @@ struct ServiceRow {
     duration_minutes: i64,
     buffer_minutes: i64,
     price_cents: i64,
+    deposit_cents: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -40,13 +41,15 @@ impl CatalogStore for Store {
             let mut tx = pool.begin_write().await?;
             let s = &catalog.settings;
             let mut changed = sqlx::query(
-                "UPDATE tenants SET min_notice_minutes = $1, horizon_days = $2, slot_step_minutes = $3
-                 WHERE id = $4 AND (min_notice_minutes <> $1 OR horizon_days <> $2 OR slot_step_minutes <> $3)",
+                "UPDATE tenants SET min_notice_minutes = $1, horizon_days = $2, slot_step_minutes = $3, deposit_minutes = $5
+                 WHERE id = $4 AND (min_notice_minutes <> $1 OR horizon_days <> $2 OR slot_step_minutes <> $3
+                                    OR deposit_minutes <> $5)",
             )
             .bind(i64::from(s.min_notice_minutes))
             .bind(i64::from(s.horizon_days))
             .bind(i64::from(s.slot_step_minutes))
             .bind(tenant.0)
+            .bind(i64::from(s.deposit_minutes))
             .execute(&mut *tx)
             .await?
             .rows_affected()
@@ -55,20 +58,22 @@ impl CatalogStore for Store {
             let mut service_ids = Vec::new();
             for service in &catalog.services {
                 let touched = sqlx::query(
-                    "INSERT INTO services (tenant_id, name, duration_minutes, buffer_minutes, price_cents, active)
-                     VALUES ($1, $2, $3, $4, $5, TRUE)
+                    "INSERT INTO services (tenant_id, name, duration_minutes, buffer_minutes, price_cents, deposit_cents, active)
+                     VALUES ($1, $2, $3, $4, $5, $6, TRUE)
                      ON CONFLICT (tenant_id, name) DO UPDATE SET
                          duration_minutes = excluded.duration_minutes, buffer_minutes = excluded.buffer_minutes,
-                         price_cents = excluded.price_cents, active = TRUE
+                         price_cents = excluded.price_cents, deposit_cents = excluded.deposit_cents, active = TRUE
                      WHERE services.duration_minutes <> excluded.duration_minutes
                         OR services.buffer_minutes <> excluded.buffer_minutes
-                        OR services.price_cents <> excluded.price_cents OR NOT services.active",
+                        OR services.price_cents <> excluded.price_cents
+                        OR services.deposit_cents <> excluded.deposit_cents OR NOT services.active",
                 )
                 .bind(tenant.0)
                 .bind(&service.name)
                 .bind(i64::from(service.duration_minutes))
                 .bind(i64::from(service.buffer_minutes))
                 .bind(service.price.0)
+                .bind(service.deposit.0)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
@@ -165,7 +170,7 @@ impl CatalogStore for Store {
     async fn catalog(&self, tenant: TenantId) -> StoreResult<(Vec<Service>, Vec<Professional>)> {
         let (services, professionals, links): (Vec<ServiceRow>, Vec<ProfessionalRow>, Vec<(i64, i64)>) = reading!(self, pool => {
             let services = sqlx::query_as(
-                "SELECT id, name, duration_minutes, buffer_minutes, price_cents FROM services
+                "SELECT id, name, duration_minutes, buffer_minutes, price_cents, deposit_cents FROM services
                  WHERE tenant_id = $1 AND active ORDER BY id",
             )
             .bind(tenant.0)
@@ -193,6 +198,7 @@ impl CatalogStore for Store {
                 duration_minutes: r.duration_minutes,
                 buffer_minutes: r.buffer_minutes,
                 price: Cents(r.price_cents),
+                deposit: Cents(r.deposit_cents),
             })
             .collect::<Vec<_>>();
         let professionals = professionals

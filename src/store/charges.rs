@@ -15,16 +15,41 @@ use crate::outbox::NewOutbound;
 /// The columns of [`Charge`].
 macro_rules! charge_columns {
     () => {
-        "id, action_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description, customer_phone, \
+        "id, action_id, appointment_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description, customer_phone, \
          customer_conversation_id, merchant_conversation_id, status, copia_e_cola, delivery, expires_at, paid_at, \
-         created_at"
+         end_to_end_id, created_at"
     };
 }
+pub(crate) use charge_columns;
+
+/// Inside a write transaction: charge `$id` → paid, if `$payable` (a condition on its row)
+/// holds; yields the paid charge, or `None` when it was not payable.
+macro_rules! pay_charge {
+    ($tx:expr, $tenant:expr, $id:expr, $end_to_end_id:expr, $now:expr, $payable:literal) => {
+        sqlx::query_as::<_, Charge>(concat!(
+            "UPDATE charges SET status = 'paid', paid_at = $1, updated_at = $1, end_to_end_id = $4
+             WHERE tenant_id = $2 AND id = $3 AND ",
+            $payable,
+            " RETURNING ",
+            charge_columns!()
+        ))
+        .bind($now)
+        .bind($tenant.0)
+        .bind($id)
+        .bind($end_to_end_id)
+        .fetch_optional(&mut *$tx)
+        .await
+    };
+}
+pub(crate) use pay_charge;
 
 /// A charge the gateway created, to record.
 pub struct NewCharge<'a> {
     pub tenant: TenantId,
-    pub action: ActionId,
+    /// The merchant's confirmed action, or none for a booking deposit.
+    pub action: Option<ActionId>,
+    /// The appointment a deposit holds.
+    pub appointment: Option<i64>,
     pub key: &'a LedgerKey,
     pub txid: &'a str,
     pub gateway: &'a str,
@@ -33,7 +58,7 @@ pub struct NewCharge<'a> {
     pub description: &'a str,
     pub customer_phone: &'a PhoneE164,
     pub customer_conversation: ConversationId,
-    pub merchant_conversation: ConversationId,
+    pub merchant_conversation: Option<ConversationId>,
     pub copia_e_cola: &'a str,
     pub delivery: &'a str,
     pub expires_at: DateTime<Utc>,
@@ -58,11 +83,14 @@ pub trait ChargeStore {
         &self,
         tenant: TenantId,
         id: i64,
+        end_to_end_id: Option<&str>,
         notices: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Charge>>;
-    /// pending → expired for charges past their expiry; returns how many.
+    /// pending → expired for sandbox charges past their expiry; returns how many.
     async fn expire_charges(&self, now: DateTime<Utc>) -> StoreResult<u64>;
+    /// pending → `status` (expired, cancelled) as the provider says; false if not pending.
+    async fn close_charge(&self, tenant: TenantId, id: i64, status: &str, now: DateTime<Utc>) -> StoreResult<bool>;
     async fn charge(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Charge>>;
     async fn charge_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Charge>>;
     /// The tenant's charges created at or after `since`, optionally of one status, newest first.
@@ -99,14 +127,14 @@ impl ChargeStore for Store {
                 "INSERT INTO charges
                      (tenant_id, action_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description,
                       customer_phone, customer_conversation_id, merchant_conversation_id, status, copia_e_cola,
-                      delivery, expires_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $15)
+                      delivery, expires_at, created_at, updated_at, appointment_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', $12, $13, $14, $15, $15, $16)
                  ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
                  RETURNING ",
                 charge_columns!()
             ))
             .bind(new.tenant.0)
-            .bind(new.action.to_string())
+            .bind(new.action.map(|a| a.to_string()))
             .bind(new.key.as_str())
             .bind(new.txid)
             .bind(new.gateway)
@@ -115,11 +143,12 @@ impl ChargeStore for Store {
             .bind(new.description)
             .bind(new.customer_phone.as_str())
             .bind(new.customer_conversation.0)
-            .bind(new.merchant_conversation.0)
+            .bind(new.merchant_conversation.map(|c| c.0))
             .bind(new.copia_e_cola)
             .bind(new.delivery)
             .bind(new.expires_at)
             .bind(now)
+            .bind(new.appointment)
             .fetch_optional(&mut *tx)
             .await?;
             let charge = match inserted {
@@ -153,22 +182,13 @@ impl ChargeStore for Store {
         &self,
         tenant: TenantId,
         id: i64,
+        end_to_end_id: Option<&str>,
         notices: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Charge>> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let paid: Option<Charge> = sqlx::query_as(concat!(
-                "UPDATE charges SET status = 'paid', paid_at = $1, updated_at = $1
-                 WHERE tenant_id = $2 AND id = $3 AND status = 'pending'
-                 RETURNING ",
-                charge_columns!()
-            ))
-            .bind(now)
-            .bind(tenant.0)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let paid = pay_charge!(tx, tenant, id, end_to_end_id, now, "status = 'pending'")?;
             let Some(paid) = paid else {
                 tx.rollback().await?;
                 return Ok(None);
@@ -183,12 +203,33 @@ impl ChargeStore for Store {
 
     async fn expire_charges(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         Ok(writing!(self, pool => {
-            sqlx::query("UPDATE charges SET status = 'expired', updated_at = $1 WHERE status = 'pending' AND expires_at <= $1")
+            // A provider's charge may still be paid after its nominal expiry: it is closed when the
+            // provider says so (the poller), never by this clock alone.
+            sqlx::query(
+                "UPDATE charges SET status = 'expired', updated_at = $1
+                 WHERE status = 'pending' AND expires_at <= $1 AND gateway = 'sandbox'",
+            )
                 .bind(now)
                 .execute(pool)
                 .await
                 .map(|r| r.rows_affected())
         })?)
+    }
+
+    async fn close_charge(&self, tenant: TenantId, id: i64, status: &str, now: DateTime<Utc>) -> StoreResult<bool> {
+        let n = writing!(self, pool => {
+            sqlx::query(
+                "UPDATE charges SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status = 'pending'",
+            )
+            .bind(status)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })?;
+        Ok(n == 1)
     }
 
     async fn charge(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Charge>> {

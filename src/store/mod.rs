@@ -22,12 +22,14 @@ mod actions;
 mod appointments;
 mod catalog;
 mod charges;
+mod deposits;
 mod history;
 mod inbound;
 mod jobs;
 mod ledger;
 mod menu;
 mod outbox;
+mod payments;
 mod tenants;
 
 use std::str::FromStr;
@@ -42,15 +44,17 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool, Transaction};
 
 pub use actions::{ActionStore, Decider, NewAction};
-pub use appointments::{BookingStore, Move, NewAppointment, SettleWith};
+pub use appointments::{BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
 pub use charges::{ChargeStore, NewCharge};
+pub use deposits::{DepositPayment, DepositStore};
 pub use history::{HistoryStore, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::JobStore;
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
+pub use payments::{NewPaymentEvent, PaymentStore};
 pub use tenants::TenantStore;
 
 use crate::domain::DatabaseUrl;

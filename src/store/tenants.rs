@@ -12,7 +12,8 @@ use sqlx::types::Json;
 /// The columns of `TenantRow`.
 macro_rules! tenant_columns {
     () => {
-        "id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes, settings"
+        "id, slug, name, timezone, phone_number_id, access_token, min_notice_minutes, horizon_days, slot_step_minutes, deposit_minutes, \
+         settings"
     };
 }
 
@@ -45,6 +46,7 @@ struct TenantRow {
     min_notice_minutes: i64,
     horizon_days: i64,
     slot_step_minutes: i64,
+    deposit_minutes: i64,
     settings: Json<TenantSettings>,
 }
 
@@ -66,6 +68,7 @@ impl TryFrom<TenantRow> for Tenant {
                 min_notice_minutes: row.min_notice_minutes.try_into().unwrap_or(0),
                 horizon_days: row.horizon_days.try_into().unwrap_or(0),
                 slot_step_minutes: row.slot_step_minutes.try_into().unwrap_or(30),
+                deposit_minutes: row.deposit_minutes.try_into().unwrap_or(30),
             },
             settings: row.settings.0,
         })

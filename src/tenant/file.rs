@@ -1,5 +1,9 @@
 //! The declarative tenant file. Parsing checks everything a running server would otherwise
 //! discover later (time zone, phone numbers, slug) and reports the line and the reason.
+//!
+//! A service's `deposit` is an amount (`"20.00"`) or a percentage of its price (`"30%"`,
+//! rounded half up to the cent); either way it is stored in cents, more than zero and at most
+//! the price, and a file with a deposit must say where it is paid (`[pix]`).
 
 use std::collections::BTreeSet;
 
@@ -62,6 +66,7 @@ struct RawBooking {
     min_notice_minutes: Option<u32>,
     horizon_days: Option<u32>,
     slot_step_minutes: Option<u32>,
+    deposit_minutes: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +77,7 @@ struct RawService {
     price: Spanned<String>,
     #[serde(default)]
     buffer_minutes: u32,
+    deposit: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +152,11 @@ impl TenantSpec {
             staff.insert(phone);
         }
         let catalog = parse_catalog(&raw, &invalid)?;
+        if let Some(with_deposit) = raw.services.iter().find_map(|s| s.deposit.as_ref())
+            && raw.pix.is_none()
+        {
+            return Err(invalid(with_deposit.span(), "a deposit is paid by Pix: add the [pix] section".into()));
+        }
         let pix = match &raw.pix {
             None => None,
             Some(pix) => {
@@ -194,12 +205,14 @@ fn parse_catalog(
         min_notice_minutes: raw.booking.min_notice_minutes.unwrap_or(defaults.min_notice_minutes),
         horizon_days: raw.booking.horizon_days.unwrap_or(defaults.horizon_days),
         slot_step_minutes: raw.booking.slot_step_minutes.unwrap_or(defaults.slot_step_minutes),
+        deposit_minutes: raw.booking.deposit_minutes.unwrap_or(defaults.deposit_minutes),
     };
     // Whole-file checks: serde spans are not kept for these small integers.
     let limits = [
         (settings.min_notice_minutes <= 60 * 24 * 30, "booking.min_notice_minutes must be at most 43200 (30 days)"),
         ((1..=366).contains(&settings.horizon_days), "booking.horizon_days must be between 1 and 366"),
         ((5..=24 * 60).contains(&settings.slot_step_minutes), "booking.slot_step_minutes must be between 5 and 1440"),
+        ((5..=24 * 60).contains(&settings.deposit_minutes), "booking.deposit_minutes must be between 5 and 1440"),
     ];
     if let Some((_, reason)) = limits.iter().find(|(ok, _)| !ok) {
         return Err(invalid(raw.name.span(), (*reason).to_owned()));
@@ -214,11 +227,18 @@ fn parse_catalog(
             return Err(invalid(s.duration_minutes.span(), "duration_minutes must be between 5 and 1440".into()));
         }
         let price = Cents::parse_brl(s.price.get_ref()).map_err(|e| invalid(s.price.span(), e.to_string()))?;
+        let deposit = match &s.deposit {
+            None => Cents(0),
+            Some(raw) => {
+                ServiceSpec::parse_deposit(raw.get_ref(), price).map_err(|reason| invalid(raw.span(), reason))?
+            }
+        };
         services.push(ServiceSpec {
             name,
             duration_minutes: *s.duration_minutes.get_ref(),
             buffer_minutes: s.buffer_minutes,
             price,
+            deposit,
         });
     }
     let mut professionals: Vec<ProfessionalSpec> = Vec::new();
@@ -316,5 +336,45 @@ phone_number_id = "106540352242922"
 
         let bad = GOOD.replace("staff", "staf");
         assert!(TenantSpec::parse(&bad).unwrap_err().to_string().contains("staf"));
+    }
+
+    /// [`GOOD`] with [pix], a 50.00 service whose deposit line (line 18) says `deposit`.
+    fn with_deposit(deposit: &str) -> String {
+        format!(
+            "{GOOD}[pix]\nkey = \"caixa@example.com\"\nkey_type = \"email\"\nmerchant_name = \"Zé\"\n\
+             merchant_city = \"São Paulo\"\n[[services]]\nname = \"Corte\"\nduration_minutes = 30\n\
+             price = \"50.00\"\ndeposit = {deposit}\n"
+        )
+    }
+
+    #[test]
+    fn a_deposit_is_parsed_into_the_service() {
+        let spec = TenantSpec::parse(&with_deposit("\"30%\"")).unwrap();
+        assert_eq!(spec.catalog.services[0].deposit, Cents(1500));
+        assert_eq!(spec.catalog.settings.deposit_minutes, 30, "the default hold");
+    }
+
+    #[test]
+    fn a_bad_deposit_is_refused_with_its_line() {
+        for (raw, reason) in [
+            ("\"60.00\"", "more than the price"),
+            ("\"0\"", "more than zero"),
+            ("\"0%\"", "percentage"),
+            ("\"120%\"", "percentage"),
+            ("\"-5\"", "deposit"),
+            ("\"vinte\"", "deposit"),
+        ] {
+            let err = TenantSpec::parse(&with_deposit(raw)).unwrap_err().to_string();
+            assert!(err.starts_with("line 18:") && err.contains(reason), "{raw}: {err}");
+        }
+        // A number, not a string: the TOML type is wrong.
+        assert!(TenantSpec::parse(&with_deposit("20")).is_err());
+        // A deposit needs somewhere to be paid.
+        let without_pix = with_deposit("\"10\"").replace("[pix]", "[reminders]").replace("key = \"caixa@example.com\"\nkey_type = \"email\"\nmerchant_name = \"Zé\"\nmerchant_city = \"São Paulo\"\n", "");
+        let err = TenantSpec::parse(&without_pix).unwrap_err().to_string();
+        assert!(err.contains("[pix]"), "{err}");
+        let long_hold = with_deposit("\"10\"").replace("[whatsapp]", "[booking]\ndeposit_minutes = 2000\n[whatsapp]");
+        let err = TenantSpec::parse(&long_hold).unwrap_err().to_string();
+        assert!(err.contains("deposit_minutes"), "{err}");
     }
 }

@@ -14,9 +14,9 @@ use crate::contract;
 use crate::payloads::{bytes, envelope, text};
 use crate::scenario::{STAFF, Scenario, merchant_file};
 
-const CUSTOMER: &str = "5511999990001";
+pub(crate) const CUSTOMER: &str = "5511999990001";
 
-fn button(from: &str, wamid: &str, id: &str) -> Value {
+pub(crate) fn button(from: &str, wamid: &str, id: &str) -> Value {
     json!({ "from": from, "id": wamid, "timestamp": "1", "type": "interactive",
             "context": { "from": "15550783881", "id": "wamid.offer" },
             "interactive": { "type": "button_reply", "button_reply": { "id": id, "title": "Confirmar" } } })
@@ -28,13 +28,13 @@ fn quick_reply(from: &str, wamid: &str, payload: &str) -> Value {
             "button": { "payload": payload, "text": "Confirmo" } })
 }
 
-async fn post(app: &TestApp, from: &str, message: Value) {
+pub(crate) async fn post(app: &TestApp, from: &str, message: Value) {
     let status = app.post_webhook(&bytes(&envelope(PHONE_NUMBER_ID, from, vec![message]))).await.status();
     assert_eq!(status, 200);
 }
 
 /// Everything queued for `wa_id`, oldest first.
-async fn inbox(db: &TestDb, tenant: TenantId, wa_id: &str) -> Vec<OutboundMessage> {
+pub(crate) async fn inbox(db: &TestDb, tenant: TenantId, wa_id: &str) -> Vec<OutboundMessage> {
     db.store.outbound_for_wa_id(tenant, wa_id, 0).await.unwrap().into_iter().map(|r| r.message.0).collect()
 }
 
@@ -46,7 +46,7 @@ fn last_buttons(messages: &[OutboundMessage]) -> Vec<String> {
 }
 
 /// The merchant walks the guided "Nova cobrança" form; returns the proposal's Confirmar id.
-async fn propose_charge(db: &TestDb, app: &TestApp, s: &Scenario, tag: &str) -> String {
+pub(crate) async fn propose_charge(db: &TestDb, app: &TestApp, s: &Scenario, tag: &str) -> String {
     post(app, STAFF, text(&format!("wamid.{tag}.1"), STAFF, "oi")).await;
     app.drain_turns().await;
     let menu = inbox(db, s.tenant.id, STAFF).await;

@@ -298,6 +298,7 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
                 price: Cents(5000),
                 key: &key,
                 allow_customer_overlap: true,
+                hold: None,
             };
             store.insert_appointment(&new, None, now()).await
         }

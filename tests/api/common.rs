@@ -263,3 +263,8 @@ impl TestApp {
         }
     }
 }
+
+/// Gateways with no secrets: enough for the sandbox.
+pub fn sandbox_gateways() -> Arc<balcao::pix::Gateways> {
+    Arc::new(balcao::pix::Gateways::new(Arc::new(balcao::pix::MapSecrets::default())))
+}

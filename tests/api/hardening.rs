@@ -254,7 +254,12 @@ impl Tool for StopsOnce {
 /// The model-driven turn as the app builds it, with `create_booking` wrapped.
 fn agent_with(store: &Store, replier: Replier, fake: &FakeModel, stop: Stop) -> Arc<dyn TurnHandler> {
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
-    let clicks = Arc::new(balcao::actions::ClickHandler::new(store.clone(), replier.clone(), Duration::from_secs(120)));
+    let clicks = Arc::new(balcao::actions::ClickHandler::new(
+        store.clone(),
+        replier.clone(),
+        crate::common::sandbox_gateways(),
+        Duration::from_secs(120),
+    ));
     let mut tools = balcao::agent::tools::booking_tools(store, &clicks.proposer, &clicks);
     for tool in &mut tools {
         if tool.spec().name == "create_booking" {

@@ -113,7 +113,7 @@ impl Scenario {
         let pro = |name: &str| professionals.iter().find(|p| p.name == name).map(|p| p.id).unwrap();
         // Local: the scenario sends nothing; messages stay in the outbox.
         let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
-        let clicks = Arc::new(ClickHandler::new(db.store.clone(), replier, LEASE));
+        let clicks = Arc::new(ClickHandler::new(db.store.clone(), replier, crate::common::sandbox_gateways(), LEASE));
         let mut tools = balcao::agent::tools::booking_tools(&db.store, &clicks.proposer, &clicks);
         tools.extend(
             balcao::agent::tools::merchant_tools(&db.store, &clicks.proposer, &clicks)

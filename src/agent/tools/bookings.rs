@@ -7,6 +7,10 @@
 //! service, not the customer's booking, already started) are permanent and replayed; facts
 //! about the world (slot taken, not offered now, the customer busy at that time) release the
 //! key, so the same request later is evaluated again.
+//!
+//! A service with a deposit is booked `held` until the deposit's Pix is paid; the hold ends
+//! `deposit_minutes` after booking, or at the start if that comes first. The charge itself is
+//! sent by `crate::deposits`, not here: booking never waits on a Pix provider.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -23,7 +27,7 @@ use crate::ledger::{
     derive_key,
 };
 use crate::messages::{ActionText, action_text};
-use crate::store::{BookingStore, CatalogStore, Move, NewAppointment, SettleWith, Store};
+use crate::store::{BookingStore, CatalogStore, Hold, Move, NewAppointment, SettleWith, Store};
 
 fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
     call.args
@@ -159,6 +163,9 @@ pub(crate) async fn book(
     let wanted = Wanted { service_id, professional_id, start };
     check_offered(store, call, wanted).await?;
     let (starts_at, ends_at) = block(service, start);
+    let hold_minutes = chrono::TimeDelta::minutes(i64::from(ctx.tenant.booking.deposit_minutes));
+    let hold = (service.deposit.0 > 0)
+        .then(|| Hold { deposit: service.deposit, expires_at: (ctx.now + hold_minutes).min(starts_at) });
     let new = NewAppointment {
         tenant: ctx.tenant.id,
         contact: ctx.customer,
@@ -169,6 +176,7 @@ pub(crate) async fn book(
         price: service.price,
         key,
         allow_customer_overlap: false,
+        hold,
     };
     let settle = SettleWith { fence: attempt.fence(), render: &render };
     match store.insert_appointment(&new, Some(&settle), ctx.now).await {

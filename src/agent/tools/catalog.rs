@@ -18,7 +18,7 @@ pub struct ListServices {
 
 static LIST_SERVICES: ToolSpec = ToolSpec {
     name: "list_services",
-    description: "Lists the services the business offers (id, name, duration, price in BRL) and the professionals who perform each.",
+    description: "Lists the services the business offers (id, name, duration, price in BRL, and the deposit paid by Pix to confirm a booking, if any) and the professionals who perform each.",
     effect: Effect::Read,
     fields: &[],
 };
@@ -39,13 +39,17 @@ impl Tool for ListServices {
                     .filter(|p| p.service_ids.contains(&s.id))
                     .map(|p| json!({ "id": p.id, "name": p.name }))
                     .collect();
-                json!({
+                let mut service = json!({
                     "id": s.id,
                     "name": s.name,
                     "duration_minutes": s.duration_minutes,
                     "price": s.price.to_decimal(),
                     "professionals": by,
-                })
+                });
+                if s.deposit.0 > 0 {
+                    service["deposit"] = json!(s.deposit.to_decimal());
+                }
+                service
             })
             .collect();
         Ok(json!({ "services": services, "currency": "BRL" }))

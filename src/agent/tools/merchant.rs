@@ -127,14 +127,14 @@ pub struct ListCharges {
 static LIST_CHARGES: ToolSpec = ToolSpec {
     name: "list_charges",
     description: "The business's Pix charges of the last 30 days, newest first, optionally of one status \
-                  (pending, paid, expired, cancelled).",
+                  (pending, paid, expired, cancelled, refund_due: a deposit paid too late, to give back).",
     effect: Effect::Read,
     fields: &[FieldSpec {
         name: "status",
         kind: FieldKind::Text,
         required: false,
         identity: false,
-        description: "pending | paid | expired | cancelled",
+        description: "pending | paid | expired | cancelled | refund_due",
     }],
 };
 
@@ -148,7 +148,7 @@ impl Tool for ListCharges {
         let ctx = call.ctx;
         let status = call.args.str("status");
         if let Some(s) = status
-            && !matches!(s, "pending" | "paid" | "expired" | "cancelled")
+            && !matches!(s, "pending" | "paid" | "expired" | "cancelled" | "refund_due")
         {
             return Err(permanent(format!("unknown status {s:?}"), Value::Null));
         }

@@ -65,7 +65,7 @@ pub(crate) fn local(tz: Tz, at: DateTime<Utc>) -> String {
 }
 
 pub(crate) fn booking_json(a: &Appointment, services: &[Service], professionals: &[Professional], tz: Tz) -> Value {
-    json!({
+    let mut booking = json!({
         "booking_id": a.id,
         "service_id": a.service_id,
         "service": services.iter().find(|s| s.id == a.service_id).map(|s| s.name.as_str()),
@@ -75,5 +75,15 @@ pub(crate) fn booking_json(a: &Appointment, services: &[Service], professionals:
         "ends_at": local(tz, a.ends_at),
         "price": a.price().to_decimal(),
         "status": a.status,
-    })
+    });
+    if let Some(until) = a.awaiting_deposit() {
+        booking["deposit"] = json!({
+            "amount": a.deposit().to_decimal(),
+            "pay_by": local(tz, until),
+            "note": "The time is held, not confirmed: the customer receives a Pix for this deposit in a separate \
+                     message; paying it by pay_by confirms the booking, otherwise the time is released. Tell the \
+                     customer the amount and the deadline.",
+        });
+    }
+    booking
 }

@@ -1,0 +1,130 @@
+//! Processing stored notifications: ask the provider, then the paid path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use chrono::{TimeDelta, Utc};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::PaymentEvent;
+use crate::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
+use crate::domain::TenantId;
+use crate::outbox::Replier;
+use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
+use crate::store::{PaymentStore, Store, TenantStore};
+use crate::tenant::Tenant;
+
+/// Events processed per pass.
+const BATCH: i64 = 50;
+/// A provider that still says "pending" after this many tries is believed.
+const MAX_ATTEMPTS: i64 = 10;
+
+/// What asking the provider about a charge led to.
+pub(crate) enum Settled {
+    Paid,
+    /// Paid at the provider, but not pending here: the merchant was alerted.
+    Alerted,
+    /// The provider does not (yet) say it was paid.
+    NotPaid(PaymentState),
+}
+
+/// Asks the provider about `charge` and, if it was paid, takes the paid path.
+pub(crate) async fn settle(
+    store: &Store,
+    replier: &Replier,
+    gateways: &Gateways,
+    tenant: &Tenant,
+    charge: &Charge,
+) -> anyhow::Result<Settled> {
+    let raw = tenant.settings.pix.clone().context("the tenant no longer has [pix] settings")?;
+    let settings = PixSettings::from_raw(raw).map_err(anyhow::Error::msg)?;
+    // The tenant's current provider knows only its own charges.
+    if charge.gateway != settings.gateway.as_str() {
+        anyhow::bail!("charge {} was created with {}, no longer the tenant's gateway", charge.id, charge.gateway);
+    }
+    let gateway = gateways.for_tenant(tenant.id, &settings)?;
+    let asked = ChargeRef { txid: charge.txid.clone(), provider_ref: charge.provider_ref.clone() };
+    let state = gateway.state(&asked).await?;
+    let PaymentState::Paid { end_to_end_id } = state else { return Ok(Settled::NotPaid(state)) };
+    Ok(match mark_paid(store, replier, tenant, charge.id, end_to_end_id.as_deref()).await? {
+        PaidOutcome::Paid(_) => Settled::Paid,
+        PaidOutcome::Unchanged(now) if now.status == "paid" => Settled::Paid,
+        PaidOutcome::RefundDue(_) => Settled::Alerted,
+        PaidOutcome::Unchanged(now) => {
+            alert_late_payment(store, replier, tenant, &now).await?;
+            Settled::Alerted
+        }
+        PaidOutcome::NotFound => anyhow::bail!("charge {} vanished", charge.id),
+    })
+}
+
+async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &PaymentEvent) -> anyhow::Result<()> {
+    let now = store.db_time(Utc::now());
+    let tenant_id = TenantId(event.tenant_id);
+    let Some(charge) = store.charge_by_ref(tenant_id, &event.ref_kind, &event.charge_ref).await? else {
+        tracing::warn!(tenant = %tenant_id, provider = %event.provider, event = %event.event_id, "payment notification for an unknown charge");
+        store.finish_payment_event(event.id, "unmatched", None, Some("no such charge"), now).await?;
+        return Ok(());
+    };
+    let tenant = store.tenant(tenant_id).await?.context("the tenant no longer exists")?;
+    match settle(store, replier, gateways, &tenant, &charge).await {
+        Ok(Settled::Paid) => store.finish_payment_event(event.id, "processed", Some(charge.id), None, now).await?,
+        Ok(Settled::Alerted) => store.finish_payment_event(event.id, "alerted", Some(charge.id), None, now).await?,
+        Ok(Settled::NotPaid(state)) if event.attempts + 1 >= MAX_ATTEMPTS => {
+            let note = format!("the provider says {state:?}");
+            store.finish_payment_event(event.id, "processed", Some(charge.id), Some(&note), now).await?;
+        }
+        Ok(Settled::NotPaid(state)) => {
+            // Notifications can arrive before the payment settles at the provider.
+            let later = now + TimeDelta::seconds(30 * (event.attempts + 1));
+            store.retry_payment_event(event.id, &format!("the provider says {state:?}"), later).await?;
+        }
+        Err(e) if event.attempts + 1 >= MAX_ATTEMPTS => {
+            tracing::error!(tenant = %tenant_id, event = %event.event_id, error = %e, "giving up on a payment notification");
+            store.finish_payment_event(event.id, "failed", Some(charge.id), Some(&format!("{e:#}")), now).await?;
+        }
+        Err(e) => {
+            let later = now + TimeDelta::seconds(30 * (event.attempts + 1));
+            store.retry_payment_event(event.id, &format!("{e:#}"), later).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Processes every due event; returns how many were looked at.
+pub async fn process_due(store: &Store, replier: &Replier, gateways: &Gateways) -> anyhow::Result<usize> {
+    let mut total = 0;
+    loop {
+        let due = store.due_payment_events(store.db_time(Utc::now()), BATCH).await?;
+        for event in &due {
+            process(store, replier, gateways, event).await?;
+        }
+        total += due.len();
+        if (due.len() as i64) < BATCH {
+            return Ok(total);
+        }
+    }
+}
+
+/// Processes events when woken by a notification, and every `every` for the retries.
+pub async fn run_processor(
+    store: Store,
+    replier: Replier,
+    gateways: Arc<Gateways>,
+    wake: Arc<Notify>,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        if let Err(e) = process_due(&store, &replier, &gateways).await {
+            tracing::warn!(error = %e, "processing payment notifications failed; trying again later");
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = wake.notified() => {}
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}

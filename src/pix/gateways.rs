@@ -1,0 +1,96 @@
+//! Which gateway serves a tenant, built once per tenant and settings and reused, so what a
+//! gateway keeps between calls (an OAuth token, its mutual-TLS client) is shared by every
+//! charge of that tenant.
+//!
+//! Secrets come through [`Secrets`]: the environment in production (the tenant file names the
+//! variables), a map in tests.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::gateway::{GatewayError, PixGateway};
+use super::sandbox::SandboxGateway;
+use super::settings::{GatewayKind, PixSettings};
+use super::{asaas, bacen, mercadopago};
+use crate::domain::{Secret, TenantId};
+
+/// Where named secrets come from.
+pub trait Secrets: Send + Sync {
+    fn get(&self, name: &str) -> Option<Secret>;
+}
+
+/// The process environment (and `.env`, loaded at start).
+pub struct EnvSecrets;
+
+impl Secrets for EnvSecrets {
+    fn get(&self, name: &str) -> Option<Secret> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty()).map(Secret::new)
+    }
+}
+
+/// Fixed secrets, for tests and tools.
+#[derive(Default)]
+pub struct MapSecrets(pub HashMap<String, String>);
+
+impl Secrets for MapSecrets {
+    fn get(&self, name: &str) -> Option<Secret> {
+        self.0.get(name).cloned().map(Secret::new)
+    }
+}
+
+/// Reads the secret a setting names, or says which one is missing.
+pub fn required_secret(secrets: &dyn Secrets, setting: &str, name: Option<&str>) -> Result<Secret, GatewayError> {
+    let name = name.ok_or_else(|| GatewayError::NotConfigured(format!("[pix] {setting} is not set")))?;
+    secrets.get(name).ok_or_else(|| {
+        GatewayError::NotConfigured(format!("the environment variable {name} ([pix] {setting}) is not set"))
+    })
+}
+
+type Entry = (PixSettings, Arc<dyn PixGateway>);
+
+/// The gateways of every tenant, built on first use and rebuilt when the settings change.
+pub struct Gateways {
+    secrets: Arc<dyn Secrets>,
+    built: Mutex<HashMap<TenantId, Entry>>,
+}
+
+impl Gateways {
+    pub fn new(secrets: Arc<dyn Secrets>) -> Self {
+        Self { secrets, built: Mutex::default() }
+    }
+
+    /// The gateway for `tenant` with `settings`.
+    pub fn for_tenant(&self, tenant: TenantId, settings: &PixSettings) -> Result<Arc<dyn PixGateway>, GatewayError> {
+        if let Some((known, gateway)) = self.lock().get(&tenant)
+            && known == settings
+        {
+            return Ok(gateway.clone());
+        }
+        let built = build(settings, self.secrets.as_ref())?;
+        // Another caller may have built one meanwhile: keep the first, so every caller shares
+        // one token and one client.
+        let mut entries = self.lock();
+        match entries.get(&tenant) {
+            Some((known, gateway)) if known == settings => Ok(gateway.clone()),
+            _ => {
+                entries.insert(tenant, (settings.clone(), built.clone()));
+                Ok(built)
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TenantId, Entry>> {
+        // Nothing a panic could leave half-written: a map of finished entries.
+        self.built.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Builds the gateway `settings` name.
+pub fn build(settings: &PixSettings, secrets: &dyn Secrets) -> Result<Arc<dyn PixGateway>, GatewayError> {
+    Ok(match settings.gateway {
+        GatewayKind::Sandbox => Arc::new(SandboxGateway::new(settings.clone())),
+        GatewayKind::Bacen => Arc::new(bacen::BacenGateway::new(settings, secrets)?),
+        GatewayKind::Asaas => Arc::new(asaas::AsaasGateway::new(settings, secrets)?),
+        GatewayKind::MercadoPago => Arc::new(mercadopago::MercadoPagoGateway::new(settings, secrets)?),
+    })
+}

@@ -1,0 +1,177 @@
+//! Payment notifications' statements, and the charge lookups the paid path needs. See
+//! `crate::payments` for the invariants they uphold.
+
+use chrono::{DateTime, Utc};
+
+use super::charges::charge_columns;
+use super::{Store, StoreResult, reading, writing};
+use crate::charges::Charge;
+use crate::domain::TenantId;
+use crate::payments::PaymentEvent;
+
+/// The columns of [`PaymentEvent`].
+macro_rules! event_columns {
+    () => {
+        "id, tenant_id, provider, event_id, ref_kind, charge_ref, status, charge_id, attempts, last_error, received_at"
+    };
+}
+
+/// A notification's event to store.
+pub struct NewPaymentEvent<'a> {
+    pub tenant: TenantId,
+    pub provider: &'a str,
+    pub event_id: &'a str,
+    /// `txid` or `provider_ref`.
+    pub ref_kind: &'a str,
+    pub charge_ref: &'a str,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait PaymentStore {
+    /// Stores the event once (per tenant, provider and event id); false for a duplicate.
+    async fn record_payment_event(&self, new: &NewPaymentEvent<'_>, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// Events waiting to be processed, oldest first.
+    async fn due_payment_events(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<PaymentEvent>>;
+    /// Ends an event as `status` (processed, unmatched, alerted), naming its charge.
+    async fn finish_payment_event(
+        &self,
+        id: i64,
+        status: &str,
+        charge: Option<i64>,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Leaves an event for later, counting the attempt.
+    async fn retry_payment_event(&self, id: i64, error: &str, at: DateTime<Utc>) -> StoreResult<()>;
+    /// The tenant's charge a notification names by txid or by the provider's id.
+    async fn charge_by_ref(&self, tenant: TenantId, ref_kind: &str, charge_ref: &str) -> StoreResult<Option<Charge>>;
+    /// Pending charges at real providers created before `created_before` and not asked about
+    /// since `checked_before`, with their tenant, for the poller; marks them asked at `now`.
+    async fn charges_to_check(
+        &self,
+        created_before: DateTime<Utc>,
+        checked_before: DateTime<Utc>,
+        limit: i64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<(TenantId, Charge)>>;
+}
+
+impl PaymentStore for Store {
+    async fn record_payment_event(&self, new: &NewPaymentEvent<'_>, now: DateTime<Utc>) -> StoreResult<bool> {
+        let id: Option<i64> = writing!(self, pool => {
+            sqlx::query_scalar(
+                "INSERT INTO payment_events
+                     (tenant_id, provider, event_id, ref_kind, charge_ref, status, next_attempt_at, received_at)
+                 VALUES ($1, $2, $3, $4, $5, 'received', $6, $6)
+                 ON CONFLICT (tenant_id, provider, event_id) DO NOTHING
+                 RETURNING id",
+            )
+            .bind(new.tenant.0)
+            .bind(new.provider)
+            .bind(new.event_id)
+            .bind(new.ref_kind)
+            .bind(new.charge_ref)
+            .bind(now)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(id.is_some())
+    }
+
+    async fn due_payment_events(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<PaymentEvent>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", event_columns!(), " FROM payment_events
+                 WHERE status = 'received' AND next_attempt_at <= $1 ORDER BY next_attempt_at, id LIMIT $2"
+            ))
+            .bind(now)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn finish_payment_event(
+        &self,
+        id: i64,
+        status: &str,
+        charge: Option<i64>,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        writing!(self, pool => {
+            sqlx::query(
+                "UPDATE payment_events SET status = $1, charge_id = $2, last_error = $3, processed_at = $4,
+                     attempts = attempts + 1
+                 WHERE id = $5 AND status = 'received'",
+            )
+            .bind(status)
+            .bind(charge)
+            .bind(error)
+            .bind(now)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    async fn retry_payment_event(&self, id: i64, error: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        writing!(self, pool => {
+            sqlx::query(
+                "UPDATE payment_events SET attempts = attempts + 1, last_error = $1, next_attempt_at = $2
+                 WHERE id = $3 AND status = 'received'",
+            )
+            .bind(error)
+            .bind(at)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(|_| ())
+        })?;
+        Ok(())
+    }
+
+    async fn charge_by_ref(&self, tenant: TenantId, ref_kind: &str, charge_ref: &str) -> StoreResult<Option<Charge>> {
+        let sql = match ref_kind {
+            "txid" => concat!("SELECT ", charge_columns!(), " FROM charges WHERE tenant_id = $1 AND txid = $2"),
+            _ => concat!("SELECT ", charge_columns!(), " FROM charges WHERE tenant_id = $1 AND provider_ref = $2"),
+        };
+        Ok(reading!(self, pool => {
+            sqlx::query_as(sql).bind(tenant.0).bind(charge_ref).fetch_optional(pool).await
+        })?)
+    }
+
+    async fn charges_to_check(
+        &self,
+        created_before: DateTime<Utc>,
+        checked_before: DateTime<Utc>,
+        limit: i64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<(TenantId, Charge)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            tenant_id: i64,
+            #[sqlx(flatten)]
+            charge: Charge,
+        }
+        let rows: Vec<Row> = writing!(self, pool => {
+            sqlx::query_as(concat!(
+                "UPDATE charges SET checked_at = $4
+                 WHERE id IN (SELECT id FROM charges
+                              WHERE status = 'pending' AND gateway <> 'sandbox' AND created_at < $1
+                                AND (checked_at IS NULL OR checked_at < $2)
+                              ORDER BY created_at LIMIT $3)
+                 RETURNING tenant_id, ", charge_columns!()
+            ))
+            .bind(created_before)
+            .bind(checked_before)
+            .bind(limit)
+            .bind(now)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.charge)).collect())
+    }
+}

@@ -1,0 +1,127 @@
+//! Payment notifications end to end with the Asaas gateway against its loopback fake: a charge
+//! confirmed by the merchant's button is created once at the provider; its notification,
+//! delivered five times at once, marks it paid once and tells each party once; a forged token
+//! changes nothing; an unknown charge is kept and reported; the poller finds a payment whose
+//! notification never came. Both databases.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use balcao::config::PixSecrets;
+use balcao::outbox::Replier;
+use balcao::pix::{Gateways, MapSecrets};
+use balcao::store::ChargeStore;
+use serde_json::json;
+
+use crate::actions::{CUSTOMER, button, inbox, post, propose_charge};
+use crate::common::{TestApp, local_test_config};
+use crate::contract;
+use crate::payloads::text;
+use crate::pix_psp::fake_asaas::{API_KEY, FakeAsaas, WEBHOOK_TOKEN};
+use crate::scenario::{STAFF, Scenario, merchant_file};
+
+fn secrets() -> Arc<MapSecrets> {
+    Arc::new(MapSecrets(HashMap::from([
+        ("ASAAS_API_KEY".to_owned(), API_KEY.to_owned()),
+        ("ASAAS_WEBHOOK_TOKEN".to_owned(), WEBHOOK_TOKEN.to_owned()),
+    ])))
+}
+
+fn asaas_file(fake: &FakeAsaas) -> String {
+    merchant_file().replace(
+        "[pix]\n",
+        &format!(
+            "[pix]\ngateway = \"asaas\"\nbase_url = \"{}/v3\"\napi_key_env = \"ASAAS_API_KEY\"\n\
+             webhook_secret_env = \"ASAAS_WEBHOOK_TOKEN\"\n",
+            fake.loopback.url
+        ),
+    )
+}
+
+async fn notify(app: &TestApp, token: &str, event: &str, payment: &str) -> reqwest::StatusCode {
+    app.http
+        .post(format!("{}/webhooks/pix/barbearia/asaas", app.url))
+        .header("asaas-access-token", token)
+        .json(&json!({ "id": event, "event": "PAYMENT_RECEIVED", "dateCreated": "2026-12-03 10:00:00",
+                       "payment": { "object": "payment", "id": payment } }))
+        .send()
+        .await
+        .expect("notification")
+        .status()
+}
+
+fn told(messages: &[balcao::whatsapp::OutboundMessage], needle: &str) -> usize {
+    messages.iter().filter(|m| m.body().contains(needle)).count()
+}
+
+contract!(a_provider_payment_is_recorded_and_announced_once, |db| async move {
+    let fake = FakeAsaas::start().await;
+    let s = Scenario::from_file(db, &asaas_file(&fake)).await;
+    let mut config = local_test_config("http://127.0.0.1:9", &[]);
+    config.pix_secrets = PixSecrets(secrets());
+    let app = TestApp::spawn(db, config).await;
+    post(&app, CUSTOMER, text("wamid.p.0", CUSTOMER, "oi")).await;
+    app.drain_turns().await;
+    let confirm = propose_charge(db, &app, &s, "p").await;
+    post(&app, STAFF, button(STAFF, "wamid.p.click", &confirm)).await;
+    app.drain_turns().await;
+
+    assert_eq!(fake.payments().len(), 1, "created once at the provider");
+    let since = chrono::Utc::now() - chrono::TimeDelta::days(1);
+    let charge = db.store.charges(s.tenant.id, None, since, 10).await.unwrap().pop().unwrap();
+    assert_eq!(charge.gateway, "asaas");
+    let payment = charge.provider_ref.clone().expect("the provider's id");
+    assert!(inbox(db, s.tenant.id, CUSTOMER).await.iter().any(|m| m.body() == charge.copia_e_cola));
+
+    // A forged token: refused, nothing stored or changed.
+    assert_eq!(notify(&app, "wrong-token", "evt_forged", &payment).await, reqwest::StatusCode::UNAUTHORIZED);
+
+    // Paid at Asaas; the notification arrives five times at once.
+    fake.update(&payment, json!({ "status": "RECEIVED" }));
+    let deliveries = (0..5).map(|_| notify(&app, WEBHOOK_TOKEN, "evt_1", &payment));
+    for status in futures::future::join_all(deliveries).await {
+        assert_eq!(status, reqwest::StatusCode::OK);
+    }
+    let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+    let gateways = Gateways::new(secrets());
+    assert_eq!(balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 1, "stored once");
+    assert_eq!(balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 0);
+    assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "paid");
+    assert_eq!(told(&inbox(db, s.tenant.id, CUSTOMER).await, "Recebemos seu pagamento"), 1);
+    assert_eq!(told(&inbox(db, s.tenant.id, STAFF).await, "Cobrança paga"), 1);
+
+    // A notification about a payment we never created: stored, answered 200, reported.
+    assert_eq!(notify(&app, WEBHOOK_TOKEN, "evt_2", "pay_unknown").await, reqwest::StatusCode::OK);
+    assert_eq!(balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 1);
+
+    // A second charge, paid at Asaas, whose notification never comes: the poller finds it.
+    let confirm = propose_charge(db, &app, &s, "q").await;
+    post(&app, STAFF, button(STAFF, "wamid.q.click", &confirm)).await;
+    app.drain_turns().await;
+    let second = db.store.charges(s.tenant.id, Some("pending"), since, 10).await.unwrap().pop().unwrap();
+    fake.update(second.provider_ref.as_deref().unwrap(), json!({ "status": "RECEIVED" }));
+    let later = chrono::Utc::now() + chrono::TimeDelta::minutes(5);
+    assert_eq!(balcao::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 1);
+    assert_eq!(db.store.charge(s.tenant.id, second.id).await.unwrap().unwrap().status, "paid");
+    assert_eq!(balcao::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 0);
+
+    // Overdue at the provider: the poller closes it (a provider's charge never expires by our
+    // clock alone, since it may still be paid).
+    let confirm = propose_charge(db, &app, &s, "r").await;
+    post(&app, STAFF, button(STAFF, "wamid.r.click", &confirm)).await;
+    app.drain_turns().await;
+    let third = db.store.charges(s.tenant.id, Some("pending"), since, 10).await.unwrap().pop().unwrap();
+    fake.update(third.provider_ref.as_deref().unwrap(), json!({ "status": "OVERDUE" }));
+    assert_eq!(balcao::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 0);
+    assert_eq!(db.store.charge(s.tenant.id, third.id).await.unwrap().unwrap().status, "expired");
+});
+
+contract!(notifications_for_unknown_tenants_or_the_sandbox_are_not_found, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &[])).await;
+    let post = |path: &str| app.http.post(format!("{}{path}", app.url)).body("{}").send();
+    assert_eq!(post("/webhooks/pix/nobody/asaas").await.unwrap().status(), reqwest::StatusCode::NOT_FOUND);
+    assert_eq!(post("/webhooks/pix/barbearia/sandbox").await.unwrap().status(), reqwest::StatusCode::NOT_FOUND);
+    assert_eq!(post("/webhooks/pix/barbearia/asaas").await.unwrap().status(), reqwest::StatusCode::NOT_FOUND);
+    let _ = s;
+});

@@ -1,0 +1,300 @@
+//! A loopback Asaas: `/v3/customers`, `/v3/payments`, `/v3/payments/{id}` and
+//! `/v3/payments/{id}/pixQrCode`, the `access_token` header, errors as
+//! `{"errors":[{code, description}]}`; deleted payments left out of lists, as Asaas does.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use balcao::domain::Cents;
+use balcao::pix::asaas::AsaasGateway;
+use balcao::pix::{MapSecrets, PixSettings, RawPix};
+use chrono::{NaiveDate, Utc};
+use serde_json::{Value, json};
+
+use super::{HANG, Loopback, brcode, locked};
+
+pub(crate) const API_KEY: &str = "$aact_test_key_000";
+pub(crate) const WEBHOOK_TOKEN: &str = "asaas-webhook-token-123";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Route {
+    ListCustomers,
+    CreateCustomer,
+    ListPayments,
+    CreatePayment,
+    GetPayment,
+    PixQrCode,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Fault {
+    /// Answer this, acting on nothing.
+    Respond(u16, Value),
+    /// Act, then answer only after the client gave up.
+    ActThenHang,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub(crate) route: Route,
+    pub(crate) access_token: Option<String>,
+    pub(crate) user_agent: Option<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    customers: Vec<Value>,
+    payments: Vec<Value>,
+    codes: HashMap<String, String>,
+    faults: HashMap<Route, VecDeque<Fault>>,
+    seen: Vec<Seen>,
+}
+
+type Shared = Arc<Mutex<Inner>>;
+
+pub(crate) struct FakeAsaas {
+    pub(crate) loopback: Loopback,
+    inner: Shared,
+}
+
+impl FakeAsaas {
+    pub(crate) async fn start() -> Self {
+        let inner = Shared::default();
+        let app = axum::Router::new()
+            .route("/v3/customers", get(list_customers).post(create_customer))
+            .route("/v3/payments", get(list_payments).post(create_payment))
+            .route("/v3/payments/{id}", get(get_payment))
+            .route("/v3/payments/{id}/pixQrCode", get(pix_qr_code))
+            .with_state(inner.clone());
+        Self { loopback: Loopback::start(app).await, inner }
+    }
+
+    pub(crate) fn fail(&self, route: Route, fault: Fault) {
+        locked(&self.inner).faults.entry(route).or_default().push_back(fault);
+    }
+    pub(crate) fn customers(&self) -> Vec<Value> {
+        locked(&self.inner).customers.clone()
+    }
+    pub(crate) fn payments(&self) -> Vec<Value> {
+        locked(&self.inner).payments.clone()
+    }
+    pub(crate) fn code_of(&self, payment_id: &str) -> String {
+        locked(&self.inner).codes.get(payment_id).cloned().expect("a created payment")
+    }
+    pub(crate) fn seen(&self) -> Vec<Seen> {
+        locked(&self.inner).seen.clone()
+    }
+    pub(crate) fn update(&self, payment_id: &str, change: Value) {
+        let mut inner = locked(&self.inner);
+        let payment = inner.payments.iter_mut().find(|p| p["id"] == payment_id).expect("a created payment");
+        for (k, v) in change.as_object().expect("an object") {
+            payment[k] = v.clone();
+        }
+    }
+
+    pub(crate) fn settings(&self) -> PixSettings {
+        PixSettings::from_raw(RawPix {
+            gateway: Some("asaas".into()),
+            key: "caixa@barbearia.com.br".into(),
+            key_type: "email".into(),
+            merchant_name: "Barbearia do Zé".into(),
+            merchant_city: "São Paulo".into(),
+            // Written with `/v3`, as the reference writes Asaas's base URL.
+            base_url: Some(format!("{}/v3/", self.loopback.url)),
+            api_key_env: Some("ASAAS_API_KEY".into()),
+            webhook_secret_env: Some("ASAAS_WEBHOOK_TOKEN".into()),
+            ..Default::default()
+        })
+        .expect("asaas settings")
+    }
+
+    pub(crate) fn gateway_with(&self, key: &str) -> AsaasGateway {
+        let secrets = MapSecrets(HashMap::from([
+            ("ASAAS_API_KEY".to_owned(), key.to_owned()),
+            ("ASAAS_WEBHOOK_TOKEN".to_owned(), WEBHOOK_TOKEN.to_owned()),
+        ]));
+        AsaasGateway::new(&self.settings(), &secrets).expect("asaas gateway")
+    }
+
+    pub(crate) fn gateway(&self) -> AsaasGateway {
+        self.gateway_with(API_KEY)
+    }
+}
+
+fn asaas_error(status: u16, code: &str, description: &str) -> Response {
+    let status = StatusCode::from_u16(status).expect("status");
+    (status, Json(json!({ "errors": [{ "code": code, "description": description }] }))).into_response()
+}
+
+/// What a handler does after [`begin`].
+enum Step {
+    /// Act, then answer (after the client gave up, when `hang`).
+    Act { hang: bool },
+    /// Answer this instead of acting.
+    Answer(Response),
+}
+
+/// Records the request, checks the key and takes the route's next fault.
+fn begin(inner: &Shared, route: Route, headers: &HeaderMap) -> Step {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let mut inner = locked(inner);
+    let access_token = header("access_token");
+    inner.seen.push(Seen { route, access_token: access_token.clone(), user_agent: header("user-agent") });
+    if access_token.as_deref() != Some(API_KEY) {
+        return Step::Answer(StatusCode::UNAUTHORIZED.into_response());
+    }
+    match inner.faults.get_mut(&route).and_then(VecDeque::pop_front) {
+        Some(Fault::Respond(status, body)) => {
+            Step::Answer((StatusCode::from_u16(status).expect("status"), Json(body)).into_response())
+        }
+        Some(Fault::ActThenHang) => Step::Act { hang: true },
+        None => Step::Act { hang: false },
+    }
+}
+
+async fn answer(hang: bool, response: Response) -> Response {
+    if hang {
+        tokio::time::sleep(HANG).await;
+    }
+    response
+}
+
+fn page(data: Vec<Value>) -> Response {
+    let count = data.len();
+    Json(json!({ "object": "list", "hasMore": false, "totalCount": count, "limit": 10, "offset": 0, "data": data }))
+        .into_response()
+}
+
+async fn list_customers(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let hang = match begin(&inner, Route::ListCustomers, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let reference = query.get("externalReference").cloned();
+    let found: Vec<Value> = locked(&inner)
+        .customers
+        .iter()
+        .filter(|c| reference.is_none() || c["externalReference"].as_str() == reference.as_deref())
+        .cloned()
+        .collect();
+    answer(hang, page(found)).await
+}
+
+async fn create_customer(State(inner): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    let hang = match begin(&inner, Route::CreateCustomer, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    if body["name"].as_str().is_none_or(str::is_empty) {
+        return asaas_error(400, "invalid_name", "O campo nome deve ser informado.");
+    }
+    let customer = {
+        let mut inner = locked(&inner);
+        let mut customer = body.clone();
+        customer["object"] = json!("customer");
+        customer["id"] = json!(format!("cus_{:012}", inner.customers.len() + 1));
+        customer["deleted"] = json!(false);
+        inner.customers.push(customer.clone());
+        customer
+    };
+    answer(hang, Json(customer).into_response()).await
+}
+
+async fn list_payments(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let hang = match begin(&inner, Route::ListPayments, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let reference = query.get("externalReference").cloned();
+    // Asaas leaves deleted payments out of its lists.
+    let found: Vec<Value> = locked(&inner)
+        .payments
+        .iter()
+        .filter(|p| p["deleted"] == false)
+        .filter(|p| reference.is_none() || p["externalReference"].as_str() == reference.as_deref())
+        .cloned()
+        .collect();
+    answer(hang, page(found)).await
+}
+
+async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    let hang = match begin(&inner, Route::CreatePayment, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let known_customer =
+        body["customer"].as_str().is_some_and(|id| locked(&inner).customers.iter().any(|c| c["id"] == id));
+    if !known_customer {
+        return asaas_error(400, "invalid_customer", "Cliente inválido ou não informado.");
+    }
+    if body["billingType"] != "PIX" {
+        return asaas_error(400, "invalid_billingType", "Forma de pagamento inválida.");
+    }
+    let Some(value) = body["value"].as_f64().filter(|v| *v > 0.0) else {
+        return asaas_error(400, "invalid_value", "O valor da cobrança deve ser maior que zero.");
+    };
+    let due = body["dueDate"].as_str().and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+    if due.is_none_or(|d| d < Utc::now().date_naive()) {
+        return asaas_error(400, "invalid_dueDate", "A data de vencimento não pode ser anterior à data atual.");
+    }
+    let payment = {
+        let mut inner = locked(&inner);
+        let n = inner.payments.len() as u64 + 1;
+        let id = format!("pay_{n:012}");
+        let code = brcode("ASAAS", n, Cents((value * 100.0).round() as i64));
+        inner.codes.insert(id.clone(), code);
+        let payment = json!({
+            "object": "payment", "id": id, "customer": body["customer"], "value": value,
+            "billingType": "PIX", "status": "PENDING", "dueDate": body["dueDate"],
+            "description": body["description"], "externalReference": body["externalReference"],
+            "deleted": false, "pixTransaction": null,
+        });
+        inner.payments.push(payment.clone());
+        payment
+    };
+    answer(hang, Json(payment).into_response()).await
+}
+
+fn not_found() -> Response {
+    asaas_error(404, "not_found", "Cobrança não encontrada.")
+}
+
+async fn get_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let hang = match begin(&inner, Route::GetPayment, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let payment = locked(&inner).payments.iter().find(|p| p["id"] == id.as_str()).cloned();
+    answer(hang, payment.map_or_else(not_found, |p| Json(p).into_response())).await
+}
+
+async fn pix_qr_code(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let hang = match begin(&inner, Route::PixQrCode, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let code = locked(&inner).codes.get(&id).cloned();
+    let response = match code {
+        Some(payload) => Json(json!({
+            "encodedImage": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+            "payload": payload,
+            "expirationDate": "2031-01-01 23:59:59",
+        }))
+        .into_response(),
+        None => not_found(),
+    };
+    answer(hang, response).await
+}

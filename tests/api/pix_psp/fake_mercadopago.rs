@@ -1,0 +1,255 @@
+//! A loopback Mercado Pago: `POST /v1/payments` with `X-Idempotency-Key` (a repeated key
+//! answers with the payment already created, as documented), `GET /v1/payments/search`,
+//! `GET /v1/payments/{id}`, `Authorization: Bearer`, errors as `{message, error, status,
+//! cause[]}`, numeric payment ids.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use balcao::domain::Cents;
+use balcao::pix::mercadopago::MercadoPagoGateway;
+use balcao::pix::{MapSecrets, PixSettings, RawPix};
+use chrono::DateTime;
+use serde_json::{Value, json};
+
+use super::{HANG, Loopback, brcode, locked};
+
+pub(super) const ACCESS_TOKEN: &str = "APP_USR-test-token";
+pub(super) const WEBHOOK_SECRET: &str = "mp-webhook-secret";
+pub(super) const PAYER_EMAIL: &str = "@clientes.barbearia.com.br";
+/// Numeric ids, as Mercado Pago's.
+pub(super) const FIRST_ID: u64 = 1_319_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Route {
+    CreatePayment,
+    SearchPayments,
+    GetPayment,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Fault {
+    Respond(u16, Value),
+    ActThenHang,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Post {
+    pub(super) authorization: Option<String>,
+    pub(super) idempotency_key: Option<String>,
+    pub(super) body: Value,
+}
+
+#[derive(Default)]
+struct Inner {
+    payments: Vec<Value>,
+    by_key: HashMap<String, u64>,
+    faults: HashMap<Route, VecDeque<Fault>>,
+    posts: Vec<Post>,
+}
+
+type Shared = Arc<Mutex<Inner>>;
+
+pub(super) struct FakeMercadoPago {
+    pub(super) loopback: Loopback,
+    inner: Shared,
+}
+
+impl FakeMercadoPago {
+    pub(super) async fn start() -> Self {
+        let inner = Shared::default();
+        let app = axum::Router::new()
+            .route("/v1/payments", post(create_payment))
+            .route("/v1/payments/search", get(search_payments))
+            .route("/v1/payments/{id}", get(get_payment))
+            .with_state(inner.clone());
+        Self { loopback: Loopback::start(app).await, inner }
+    }
+
+    pub(super) fn fail(&self, route: Route, fault: Fault) {
+        locked(&self.inner).faults.entry(route).or_default().push_back(fault);
+    }
+    pub(super) fn payments(&self) -> Vec<Value> {
+        locked(&self.inner).payments.clone()
+    }
+    pub(super) fn posts(&self) -> Vec<Post> {
+        locked(&self.inner).posts.clone()
+    }
+    pub(super) fn update(&self, id: &str, change: Value) {
+        let id: u64 = id.parse().expect("a numeric id");
+        let mut inner = locked(&self.inner);
+        let payment = inner.payments.iter_mut().find(|p| p["id"] == id).expect("a created payment");
+        for (k, v) in change.as_object().expect("an object") {
+            payment[k] = v.clone();
+        }
+    }
+
+    pub(super) fn settings(&self) -> PixSettings {
+        PixSettings::from_raw(RawPix {
+            gateway: Some("mercadopago".into()),
+            key: "caixa@barbearia.com.br".into(),
+            key_type: "email".into(),
+            merchant_name: "Barbearia do Zé".into(),
+            merchant_city: "São Paulo".into(),
+            base_url: Some(self.loopback.url.clone()),
+            api_key_env: Some("MP_ACCESS_TOKEN".into()),
+            webhook_secret_env: Some("MP_WEBHOOK_SECRET".into()),
+            ..Default::default()
+        })
+        .expect("mercadopago settings")
+    }
+
+    pub(super) fn gateway_with(&self, token: &str) -> MercadoPagoGateway {
+        let secrets = MapSecrets(HashMap::from([
+            ("MP_ACCESS_TOKEN".to_owned(), token.to_owned()),
+            ("MP_ACCESS_TOKEN_PAYER_EMAIL".to_owned(), PAYER_EMAIL.to_owned()),
+            ("MP_WEBHOOK_SECRET".to_owned(), WEBHOOK_SECRET.to_owned()),
+        ]));
+        MercadoPagoGateway::new(&self.settings(), &secrets).expect("mercadopago gateway")
+    }
+
+    pub(super) fn gateway(&self) -> MercadoPagoGateway {
+        self.gateway_with(ACCESS_TOKEN)
+    }
+}
+
+fn mp_error(status: u16, message: &str, cause: &str) -> Response {
+    let body = json!({ "message": message, "error": "bad_request", "status": status,
+        "cause": [{ "code": 4000 + u32::from(status), "description": cause, "data": null }] });
+    (StatusCode::from_u16(status).expect("status"), Json(body)).into_response()
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(&format!("Bearer {ACCESS_TOKEN}"))
+}
+
+/// What a handler does after [`begin`].
+enum Step {
+    /// Act, then answer (after the client gave up, when `hang`).
+    Act { hang: bool },
+    /// Answer this instead of acting.
+    Answer(Response),
+}
+
+/// Checks the token and takes the route's next fault.
+fn begin(inner: &Shared, route: Route, headers: &HeaderMap) -> Step {
+    if !authorized(headers) {
+        let body = json!({ "message": "invalid access token", "error": "unauthorized", "status": 401, "cause": [] });
+        return Step::Answer((StatusCode::UNAUTHORIZED, Json(body)).into_response());
+    }
+    match locked(inner).faults.get_mut(&route).and_then(VecDeque::pop_front) {
+        Some(Fault::Respond(status, body)) => {
+            Step::Answer((StatusCode::from_u16(status).expect("status"), Json(body)).into_response())
+        }
+        Some(Fault::ActThenHang) => Step::Act { hang: true },
+        None => Step::Act { hang: false },
+    }
+}
+
+async fn answer(hang: bool, response: Response) -> Response {
+    if hang {
+        tokio::time::sleep(HANG).await;
+    }
+    response
+}
+
+async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let key = header("x-idempotency-key");
+    locked(&inner).posts.push(Post {
+        authorization: header("authorization"),
+        idempotency_key: key.clone(),
+        body: body.clone(),
+    });
+    let hang = match begin(&inner, Route::CreatePayment, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let Some(key) = key else {
+        return mp_error(400, "X-Idempotency-Key header is required", "missing header X-Idempotency-Key");
+    };
+    // "If the payment was already created, its information is returned without creating a new one."
+    let replay = {
+        let inner = locked(&inner);
+        inner.by_key.get(&key).and_then(|id| inner.payments.iter().find(|p| p["id"] == *id).cloned())
+    };
+    if let Some(existing) = replay {
+        return answer(hang, (StatusCode::OK, Json(existing)).into_response()).await;
+    }
+    if body["payment_method_id"] != "pix" {
+        return mp_error(400, "Invalid payment_method_id", "payment_method_id must be pix here");
+    }
+    let Some(amount) = body["transaction_amount"].as_f64().filter(|a| *a > 0.0) else {
+        return mp_error(400, "Invalid transaction_amount", "transaction_amount must be positive");
+    };
+    if !body["payer"]["email"].as_str().is_some_and(|e| e.contains('@')) {
+        return mp_error(400, "payer.email must be a valid email", "payer.email is required");
+    }
+    let Some(expiry) = body["date_of_expiration"].as_str().filter(|d| DateTime::parse_from_rfc3339(d).is_ok()) else {
+        return mp_error(400, "Invalid date_of_expiration", "date_of_expiration has an invalid format");
+    };
+    let payment = {
+        let mut inner = locked(&inner);
+        let n = inner.payments.len() as u64 + 1;
+        let id = FIRST_ID + n;
+        let code = brcode("MP", n, Cents((amount * 100.0).round() as i64));
+        let payment = json!({
+            "id": id, "status": "pending", "status_detail": "pending_waiting_transfer",
+            "payment_method_id": "pix", "transaction_amount": amount, "description": body["description"],
+            "external_reference": body["external_reference"], "date_of_expiration": expiry,
+            "payer": body["payer"],
+            "point_of_interaction": { "type": "PIX", "transaction_data": {
+                "qr_code": code, "qr_code_base64": "iVBORw0KGgo=", "ticket_url": format!("https://example.invalid/{id}") } },
+        });
+        inner.payments.push(payment.clone());
+        inner.by_key.insert(key, id);
+        payment
+    };
+    answer(hang, (StatusCode::CREATED, Json(payment)).into_response()).await
+}
+
+async fn search_payments(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let hang = match begin(&inner, Route::SearchPayments, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let reference = query.get("external_reference").cloned();
+    let mut found: Vec<Value> = locked(&inner)
+        .payments
+        .iter()
+        .filter(|p| reference.is_none() || p["external_reference"].as_str() == reference.as_deref())
+        .cloned()
+        .collect();
+    if query.get("criteria").map(String::as_str) == Some("desc") {
+        found.reverse();
+    }
+    let total = found.len();
+    answer(
+        hang,
+        Json(json!({ "paging": { "total": total, "limit": 30, "offset": 0 }, "results": found })).into_response(),
+    )
+    .await
+}
+
+async fn get_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let hang = match begin(&inner, Route::GetPayment, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let id: Option<u64> = id.parse().ok();
+    let payment = locked(&inner).payments.iter().find(|p| id.is_some() && p["id"].as_u64() == id).cloned();
+    let response = match payment {
+        Some(p) => Json(p).into_response(),
+        None => mp_error(404, "Payment not found", "payment not found"),
+    };
+    answer(hang, response).await
+}
