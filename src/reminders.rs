@@ -25,7 +25,7 @@ use crate::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
 use crate::messages::{ActionText, action_text, when_at};
 use crate::outbox::{NewOutbound, OutboxKey, Replier};
-use crate::store::{ActionStore, BookingStore, CatalogStore, ChargeStore, InboundStore, NewAction, Store, TenantStore};
+use crate::store::{ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, NewAction, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::{OutboundMessage, Recipient};
 

@@ -13,7 +13,7 @@ use crate::charges::{ChargeOrder, create_charge};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::outbox::Replier;
 use crate::pix::Gateways;
-use crate::store::{ActionStore, BookingStore, Store};
+use crate::store::{ActionStore, AgendaStore, Store};
 
 pub struct ExecuteAction {
     pub store: Store,

@@ -17,7 +17,7 @@ use crate::domain::{Cents, PhoneE164};
 use crate::inbound::ContactIdentity;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
-use crate::store::{BookingStore, CatalogStore, ChargeStore, InboundStore, Store};
+use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store};
 
 /// A charge's description, as Pix and WhatsApp show it.
 pub const DESCRIPTION_MAX: usize = 140;
