@@ -85,6 +85,8 @@ pub struct HandlerContext {
     pub proposer: Proposer,
     /// The click path, which `confirm_action` shares.
     pub clicks: Arc<ClickHandler>,
+    /// The registry `/metrics` serves; tool and model timings go here.
+    pub metrics: Metrics,
 }
 
 impl App {
@@ -92,7 +94,7 @@ impl App {
     pub async fn build(config: Config, store: Store) -> anyhow::Result<Self> {
         let model = model_client(&config)?;
         Self::build_with(config, store, move |ctx| {
-            let executor = Executor::new(ctx.store.clone(), ctx.config.ledger.lease);
+            let executor = Executor::new(ctx.store.clone(), ctx.config.ledger.lease).with_metrics(ctx.metrics.clone());
             let tools = booking_tools(&ctx.store, &ctx.proposer, &ctx.clicks);
             let mut guided_tools = tools.clone();
             guided_tools.push(Arc::new(ProposeBooking { proposer: ctx.proposer.clone() }));
@@ -123,6 +125,7 @@ impl App {
                             },
                             fallback,
                             audience,
+                            metrics: ctx.metrics.clone(),
                         })
                     };
                     (agent(tools, Audience::Customer, guided), agent(staff_tools, Audience::Merchant, menu))
@@ -173,7 +176,9 @@ impl App {
         let default_token = config.whatsapp.access_token.clone();
         let replier = Replier::new(store.clone(), default_token.clone(), local_mode, wake_sender.clone());
         let gateways = Arc::new(Gateways::new(config.pix_secrets.0.clone()));
-        let clicks = Arc::new(ClickHandler::new(store.clone(), replier.clone(), gateways.clone(), config.ledger.lease));
+        let mut clicks = ClickHandler::new(store.clone(), replier.clone(), gateways.clone(), config.ledger.lease);
+        clicks.executor = clicks.executor.with_metrics(metrics.clone());
+        let clicks = Arc::new(clicks);
         let proposer = clicks.proposer.clone();
         let turns = handler(HandlerContext {
             store: store.clone(),
@@ -181,6 +186,7 @@ impl App {
             config: config.clone(),
             proposer,
             clicks: clicks.clone(),
+            metrics: metrics.clone(),
         });
         // A click never reaches the turn handler (nor the model): it has its own path.
         let handler: Arc<dyn TurnHandler> = Arc::new(ByKind { clicks, turns });
@@ -294,12 +300,15 @@ impl App {
                     stop_payments.clone(),
                 )
             });
-            let deposits = Arc::new(crate::deposits::DepositRequests::new(
-                self.store.clone(),
-                self.replier.clone(),
-                self.gateways.clone(),
-                self.config.ledger.lease,
-            ));
+            let deposits = Arc::new(
+                crate::deposits::DepositRequests::new(
+                    self.store.clone(),
+                    self.replier.clone(),
+                    self.gateways.clone(),
+                    self.config.ledger.lease,
+                )
+                .with_metrics(self.metrics.clone()),
+            );
             let (store, stop_deposits) = (self.store.clone(), stop.clone());
             pool.spawn("deposit-requests".to_owned(), move || {
                 crate::deposits::run_requests(

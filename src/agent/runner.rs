@@ -14,6 +14,7 @@
 //! - when the model provider fails after its retries, the customer still gets an answer.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -25,6 +26,7 @@ use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
+use crate::metrics::{Metrics, stop_label};
 use crate::outbox::Replier;
 use crate::store::{CatalogStore, HistoryStore, LedgerStore, Store};
 use crate::whatsapp::OutboundMessage;
@@ -56,6 +58,8 @@ pub struct AgentTurn {
     pub fallback: Arc<dyn TurnHandler>,
     /// Whom the agent talks with: a customer, or the business's staff (other prompt, tools).
     pub audience: Audience,
+    /// Model call latency goes to `model_call_seconds`.
+    pub metrics: Metrics,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,7 +257,11 @@ impl TurnHandler for AgentTurn {
                 single_tool_call,
                 max_tokens: self.settings.max_tokens,
             };
-            let response = match self.model.complete(&request).await {
+            let started = Instant::now();
+            let response = self.model.complete(&request).await;
+            let stop = response.as_ref().map_or("error", |r| stop_label(&r.stop));
+            self.metrics.observe_model_call(self.provider, stop, started.elapsed());
+            let response = match response {
                 Ok(r) => r,
                 Err(e) if this_turn.len() == 1 => {
                     // Nothing happened yet this turn: the guided agent answers it instead.

@@ -112,6 +112,12 @@ impl DepositRequests {
         }
     }
 
+    /// Times the `create_deposit` executions into `metrics`.
+    pub fn with_metrics(mut self, metrics: crate::metrics::Metrics) -> Self {
+        self.executor = self.executor.with_metrics(metrics);
+        self
+    }
+
     /// Runs `create_deposit` for every held appointment without a charge at `now`, as its
     /// customer in their conversation; returns how many charges were sent.
     pub async fn request_due(&self, now: DateTime<Utc>) -> anyhow::Result<usize> {

@@ -6,6 +6,7 @@
 //! so Meta redelivers the batch; what was stored is deduplicated then.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -35,14 +36,22 @@ pub async fn verify_subscription(
     }
 }
 
+/// [`handle`], timed into `webhook_seconds` whatever it answers.
 pub async fn receive(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<StatusCode, ApiError> {
+    let started = Instant::now();
+    let answer = handle(&state, &headers, &body).await;
+    state.metrics.webhook_seconds.observe(started.elapsed().as_secs_f64());
+    answer
+}
+
+async fn handle(state: &AppState, headers: &HeaderMap, body: &Bytes) -> Result<StatusCode, ApiError> {
     let header = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok());
-    if let Err(e) = signature::verify(state.app_secret.expose().as_bytes(), &body, header) {
+    if let Err(e) = signature::verify(state.app_secret.expose().as_bytes(), body, header) {
         state.metrics.webhook_signature_rejected.inc();
         tracing::warn!(reason = %e, "rejected a webhook POST");
         return Err(ApiError::Unauthorized);
     }
-    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         state.metrics.webhook_parse_errors.inc();
         ApiError::BadRequest(format!("body is not JSON: {e}"))
     })?;

@@ -101,7 +101,10 @@ impl Worker {
             "turn",
             job = %job.id, tenant = %job.tenant, conversation = %job.conversation, attempt = job.attempt
         );
-        self.run_claimed(job, clock).instrument(span).await
+        let started = Instant::now();
+        let outcome = self.run_claimed(job, clock).instrument(span).await;
+        self.metrics.turn_seconds.observe(started.elapsed().as_secs_f64());
+        outcome
     }
 
     async fn run_claimed(&self, job: ClaimedJob, clock: Clock) -> anyhow::Result<RunOutcome> {

@@ -11,6 +11,7 @@ use super::spec::{Effect, InputError, NormalizedArgs, ToolSpec};
 use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
 use crate::jobs::to_delta;
+use crate::metrics::Metrics;
 use crate::store::{LedgerStore, NewExecution, Reservation, Settlement, Store, TakeOver};
 use crate::tenant::Tenant;
 
@@ -154,6 +155,19 @@ impl Outcome {
         }
     }
 
+    /// The outcome's kind, a bounded metrics label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Executed(_) => "executed",
+            Self::AlreadyDone(_) => "already_done",
+            Self::AlreadyInProgress => "in_progress",
+            Self::Conflict { .. } => "conflict",
+            Self::Failed { .. } => "failed",
+            Self::Retryable { .. } => "retryable",
+            Self::Invalid(_) => "invalid",
+        }
+    }
+
     pub fn is_error(&self) -> bool {
         matches!(self, Self::Conflict { .. } | Self::Failed { .. } | Self::Retryable { .. } | Self::Invalid(_))
     }
@@ -173,16 +187,33 @@ enum Decision {
 pub struct Executor {
     store: Store,
     lease: Duration,
+    metrics: Option<Metrics>,
 }
 
 impl Executor {
     pub fn new(store: Store, lease: Duration) -> Self {
-        Self { store, lease }
+        Self { store, lease, metrics: None }
     }
 
-    /// Runs `tool` with `input`. Store failures are errors (the turn retries); everything about
-    /// the call itself is an [`Outcome`].
+    /// Times every execution into `tool_seconds`, by tool and outcome.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Runs `tool` with `input`. Store failures are errors (the turn retries, labelled `error`
+    /// in the metrics); everything about the call itself is an [`Outcome`].
     pub async fn execute(&self, tool: &dyn Tool, ctx: &CallContext<'_>, input: &Value) -> anyhow::Result<Outcome> {
+        let started = Instant::now();
+        let result = self.execute_untimed(tool, ctx, input).await;
+        if let Some(metrics) = &self.metrics {
+            let outcome = result.as_ref().map_or("error", Outcome::label);
+            metrics.observe_tool(tool.spec().name, outcome, started.elapsed());
+        }
+        result
+    }
+
+    async fn execute_untimed(&self, tool: &dyn Tool, ctx: &CallContext<'_>, input: &Value) -> anyhow::Result<Outcome> {
         let spec = tool.spec();
         let args = match spec.normalize(input) {
             Ok(args) => args,

@@ -9,6 +9,7 @@
 //!   same row and key, and the row's `last_error` says that it fell back.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
@@ -123,7 +124,9 @@ impl OutboxSender {
             return Ok(SendOutcome::Failed { reason });
         };
 
+        let started = Instant::now();
         let result = self.attempt(&tenant.phone_number_id, token, &claimed).await;
+        self.metrics.outbox_send_seconds.observe(started.elapsed().as_secs_f64());
         let exhausted = claimed.attempt >= i64::from(self.config.max_attempts);
         let outcome = match result {
             Ok(Accepted { wamid, fell_back: None }) => {

@@ -71,6 +71,17 @@ pub trait JobStore {
         conversation: ConversationId,
     ) -> StoreResult<Vec<JobSnapshot>>;
     async fn count_jobs(&self, tenant: TenantId) -> StoreResult<i64>;
+    /// Jobs a worker could claim at `now` (available or retryable and due), across tenants, for
+    /// the `/metrics` gauges.
+    async fn runnable_jobs(&self, now: DateTime<Utc>) -> StoreResult<RunnableJobs>;
+}
+
+/// The runnable part of the queue at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnableJobs {
+    pub count: i64,
+    /// When the longest-waiting runnable job became due; `None` when there is none.
+    pub oldest_due: Option<DateTime<Utc>>,
 }
 
 macro_rules! claim_sql {
@@ -301,5 +312,18 @@ impl JobStore for Store {
                 .fetch_one(pool)
                 .await
         })?)
+    }
+
+    async fn runnable_jobs(&self, now: DateTime<Utc>) -> StoreResult<RunnableJobs> {
+        // The due test of a claim (without its one-per-conversation rule); `jobs_due` covers it.
+        let (count, oldest_due): (i64, Option<DateTime<Utc>>) = reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT COUNT(*), MIN(run_at) FROM jobs WHERE state IN ('available', 'retryable') AND run_at <= $1",
+            )
+            .bind(now)
+            .fetch_one(pool)
+            .await
+        })?;
+        Ok(RunnableJobs { count, oldest_due })
     }
 }

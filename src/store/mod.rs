@@ -52,7 +52,7 @@ pub use charges::{ChargeStore, NewCharge};
 pub use deposits::{DepositPayment, DepositStore};
 pub use history::{HistoryStore, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
-pub use jobs::JobStore;
+pub use jobs::{JobStore, RunnableJobs};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};

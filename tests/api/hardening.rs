@@ -290,6 +290,7 @@ fn agent_with(store: &Store, replier: Replier, fake: &FakeModel, stop: Stop) -> 
         settings: AgentSettings { max_steps: 6, max_tokens: 512, history_turns: 20, history_budget_chars: 60_000 },
         fallback: guided,
         audience: balcao::agent::Audience::Customer,
+        metrics: balcao::metrics::Metrics::new(),
     })
 }
 

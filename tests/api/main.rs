@@ -21,6 +21,7 @@ mod jobs;
 mod ledger;
 mod llm;
 mod local_mode;
+mod metrics;
 mod outbound_kinds;
 mod outbox;
 mod payloads;
