@@ -170,6 +170,18 @@ impl DepositStore for Store {
     ) -> StoreResult<Option<DepositPayment>> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            // The appointment first, then its charge: the order the hold's expiry takes, so a
+            // payment racing the expiry waits instead of deadlocking on PostgreSQL.
+            sqlx::query(pool.pick(
+                // SQLite's single writer already serializes the two.
+                "SELECT $1, $2",
+                "SELECT a.id FROM appointments a JOIN charges c ON c.appointment_id = a.id
+                 WHERE c.tenant_id = $1 AND c.id = $2 FOR UPDATE OF a",
+            ))
+            .bind(tenant.0)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
             // A deposit is payable late too: its slot may still be free.
             let paid = pay_charge!(
                 tx,
