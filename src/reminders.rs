@@ -24,10 +24,10 @@ use crate::actions::{ActionId, ActionPayload, ClickId, Decision, offer_message};
 use crate::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
 use crate::messages::{ActionText, action_text, when_at};
-use crate::outbox::{NewOutbound, OutboxKey, Replier};
+use crate::outbox::Replier;
 use crate::store::{ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, NewAction, Store, TenantStore};
 use crate::tenant::Tenant;
-use crate::whatsapp::{OutboundMessage, Recipient};
+use crate::whatsapp::OutboundMessage;
 
 /// The longest offset any tenant may configure (the tenant file's limit).
 const MAX_OFFSET: TimeDelta = TimeDelta::hours(24 * 14);
@@ -72,7 +72,6 @@ async fn remind(
     let Some(conversation) = store.conversation_of_contact(tenant.id, ContactId(appointment.contact_id)).await? else {
         return Ok(record(None).await?);
     };
-    let contact = store.conversation_contact(tenant.id, conversation).await?;
     let (services, _) = store.catalog(tenant.id).await?;
     let service = services.iter().find(|s| s.id == appointment.service_id).map_or("?", |s| s.name.as_str());
     let when = when_at(tenant.timezone, appointment.starts_at);
@@ -93,15 +92,11 @@ async fn remind(
         }
     };
     let key = format!("reminder:{}:{}:{}", appointment.id, appointment.starts_at.timestamp(), offset.num_minutes());
-    let offer = NewOutbound {
-        tenant: tenant.id,
-        conversation,
-        key: OutboxKey::parse(&key).ok_or_else(|| anyhow::anyhow!("bad outbox key {key}"))?,
-        recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
-        message,
-        local: replier.is_local(tenant),
-        written_by: None,
-    };
+    let offer = replier
+        .destination(tenant, conversation)
+        .await?
+        .message(key, message)
+        .ok_or_else(|| anyhow::anyhow!("bad outbox key"))?;
     let payload = ActionPayload::Attendance { booking_id: appointment.id };
     let action = NewAction {
         id,

@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 use super::{ActionId, ActionKind, ActionPayload, ClickId, Decision, PendingAction};
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
-use crate::outbox::{NewOutbound, OutboxKey, Replier};
-use crate::store::{ActionStore, InboundStore, NewAction, Store};
+use crate::outbox::Replier;
+use crate::store::{ActionStore, NewAction, Store};
 use crate::whatsapp::message::{BUTTON_TITLE_MAX, INTERACTIVE_BODY_MAX, clip};
-use crate::whatsapp::{OutboundMessage, Recipient, ReplyButton};
+use crate::whatsapp::{OutboundMessage, ReplyButton};
 
 /// How long a proposal waits for its click. Long enough to find the phone, short enough that
 /// a button found in the chat days later does nothing.
@@ -85,18 +85,11 @@ impl Proposer {
         };
         let id = ActionId::random();
         let kind = proposal.payload.kind();
-        let contact =
-            self.store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(|e| transient(&e))?;
+        let to = self.replier.destination(ctx.tenant, ctx.conversation).await.map_err(|e| transient(&e))?;
         let message = offer_message(id, kind, &proposal.text).map_err(|e| transient(&e))?;
-        let offer = NewOutbound {
-            tenant: ctx.tenant.id,
-            conversation: ctx.conversation,
-            key: OutboxKey::parse(&format!("action:{}:offer", id.0.simple())).ok_or_else(|| transient(&"key"))?,
-            recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
-            message,
-            local: self.replier.is_local(ctx.tenant),
-            written_by: None,
-        };
+        let offer = to
+            .message(format!("action:{}:offer", id.0.simple()), message)
+            .ok_or_else(|| transient(&"bad outbox key"))?;
         let preview = PendingAction {
             id,
             tenant: ctx.tenant.id,
@@ -140,18 +133,11 @@ impl Proposer {
     /// a guided screen replayed).
     pub async fn offer_again(&self, call: &ToolCall<'_>, action: &PendingAction) -> anyhow::Result<()> {
         let ctx = call.ctx;
-        let contact = self.store.conversation_contact(ctx.tenant.id, ctx.conversation).await?;
+        let to = self.replier.destination(ctx.tenant, ctx.conversation).await?;
         let trigger = ctx.trigger_message_id.unwrap_or("none");
         let key = format!("action:{}:offer:{}", action.id.0.simple(), hex_tail(trigger));
-        let offer = NewOutbound {
-            tenant: ctx.tenant.id,
-            conversation: ctx.conversation,
-            key: OutboxKey::parse(&key).ok_or_else(|| anyhow::anyhow!("bad outbox key {key}"))?,
-            recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
-            message: offer_message(action.id, action.kind(), &action.offer_text)?,
-            local: self.replier.is_local(ctx.tenant),
-            written_by: None,
-        };
+        let message = offer_message(action.id, action.kind(), &action.offer_text)?;
+        let offer = to.message(key, message).ok_or_else(|| anyhow::anyhow!("bad outbox key"))?;
         use crate::store::OutboxStore;
         if self.store.enqueue_outbound(&offer, self.store.db_time(Utc::now())).await?.is_some() {
             self.replier.wake();

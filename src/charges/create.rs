@@ -4,12 +4,13 @@ use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 
 use super::Charge;
-use super::delivery::{Destination, choose_via, customer_messages};
+use super::delivery::{choose_via, customer_messages};
 use crate::actions::ActionId;
 use crate::domain::{Cents, ConversationId, PhoneE164};
 use crate::inbound::ContactIdentity;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
+use crate::outbox::Destination;
 use crate::outbox::Replier;
 use crate::pix::{ChargeRequest, GatewayError, Gateways, Payer, PixSettings, Txid};
 use crate::store::{ChargeStore, InboundStore, NewCharge, Store};

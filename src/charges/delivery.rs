@@ -3,11 +3,10 @@
 use chrono::{DateTime, TimeDelta, Utc};
 
 use super::Charge;
-use crate::domain::{ConversationId, TenantId};
 use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
-use crate::outbox::{NewOutbound, OutboxKey};
+use crate::outbox::{Destination, NewOutbound};
 use crate::tenant::Tenant;
-use crate::whatsapp::{OutboundMessage, Recipient};
+use crate::whatsapp::OutboundMessage;
 
 /// Meta's customer service window: free-form messages only this long after the customer's
 /// last message.
@@ -29,28 +28,6 @@ pub fn choose_via(tenant: &Tenant, last_inbound: Option<DateTime<Utc>>, now: Dat
         (true, false, _) => Some(ChargeVia::Text),
         (false, _, Some(_)) => Some(ChargeVia::Template),
         (false, _, None) => None,
-    }
-}
-
-/// Where the customer's messages go.
-pub struct Destination {
-    pub tenant: TenantId,
-    pub conversation: ConversationId,
-    pub recipient: Recipient,
-    pub local: bool,
-}
-
-impl Destination {
-    pub fn message(&self, key: String, message: OutboundMessage) -> Option<NewOutbound> {
-        Some(NewOutbound {
-            tenant: self.tenant,
-            conversation: self.conversation,
-            key: OutboxKey::parse(&key)?,
-            recipient: self.recipient.clone(),
-            message,
-            local: self.local,
-            written_by: None,
-        })
     }
 }
 

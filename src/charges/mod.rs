@@ -24,7 +24,7 @@ mod paid;
 pub use create::{CHARGE_TTL, ChargeOrder, create_charge};
 pub use delivery::{choose_via, inside_window};
 pub use paid::{PaidOutcome, alert_late_payment, mark_paid};
-pub(crate) use paid::{destination, late_payment_key, merchants};
+pub(crate) use paid::{late_payment_key, merchants};
 
 use chrono::{DateTime, Utc};
 

@@ -6,14 +6,14 @@ use anyhow::Context;
 use chrono::Utc;
 
 use super::Charge;
-use super::delivery::Destination;
 use crate::domain::ConversationId;
 use crate::inbound::ContactIdentity;
 use crate::messages::{ActionText, ChargeVia, action_text};
+use crate::outbox::Destination;
 use crate::outbox::{NewOutbound, Replier};
-use crate::store::{ChargeStore, InboundStore, Store, TenantStore};
+use crate::store::{ChargeStore, Store, TenantStore};
 use crate::tenant::Tenant;
-use crate::whatsapp::{OutboundMessage, Recipient};
+use crate::whatsapp::OutboundMessage;
 
 #[derive(Debug, Clone)]
 pub enum PaidOutcome {
@@ -27,22 +27,6 @@ pub enum PaidOutcome {
     NotFound,
 }
 
-pub(crate) async fn destination(
-    store: &Store,
-    replier: &Replier,
-    tenant: &Tenant,
-    conversation: i64,
-) -> anyhow::Result<Destination> {
-    let conversation = ConversationId(conversation);
-    let contact = store.conversation_contact(tenant.id, conversation).await?;
-    Ok(Destination {
-        tenant: tenant.id,
-        conversation,
-        recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
-        local: replier.is_local(tenant),
-    })
-}
-
 /// Who speaks for the business about `charge`: the merchant who confirmed it, or (a booking
 /// deposit, which nobody confirmed) every staff member.
 pub(crate) async fn merchants(
@@ -52,13 +36,13 @@ pub(crate) async fn merchants(
     charge: &Charge,
 ) -> anyhow::Result<Vec<Destination>> {
     if let Some(conversation) = charge.merchant_conversation_id {
-        return Ok(vec![destination(store, replier, tenant, conversation).await?]);
+        return Ok(vec![replier.destination(tenant, ConversationId(conversation)).await?]);
     }
     let mut out = Vec::new();
     for phone in store.staff(tenant.id).await? {
         let identity = ContactIdentity { wa_id: Some(phone), user_id: None, username: None, profile_name: None };
         let conversation = store.ensure_conversation(tenant.id, &identity, store.db_time(Utc::now())).await?;
-        out.push(destination(store, replier, tenant, conversation.0).await?);
+        out.push(replier.destination(tenant, conversation).await?);
     }
     Ok(out)
 }
@@ -107,7 +91,7 @@ pub async fn mark_paid(
     if charge.status != "pending" {
         return Ok(PaidOutcome::Unchanged(Box::new(charge)));
     }
-    let customer = destination(store, replier, tenant, charge.customer_conversation_id).await?;
+    let customer = replier.destination(tenant, ConversationId(charge.customer_conversation_id)).await?;
     let merchants = merchants(store, replier, tenant, &charge).await?;
     let built = notices(&charge, &customer, &merchants).context("failed to build the payment notices")?;
     // The notices depend only on fields a payment does not change, so those built from the

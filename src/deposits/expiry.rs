@@ -11,10 +11,10 @@ use crate::booking::Appointment;
 use crate::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
 use crate::messages::{DepositText, deposit_text};
-use crate::outbox::{NewOutbound, OutboxKey, Replier};
+use crate::outbox::{NewOutbound, Replier};
 use crate::store::{ChargeStore, DepositStore, InboundStore, Store, TenantStore};
 use crate::tenant::Tenant;
-use crate::whatsapp::{OutboundMessage, Recipient};
+use crate::whatsapp::OutboundMessage;
 
 /// Holds looked at per batch.
 const BATCH: i64 = 100;
@@ -35,19 +35,11 @@ async fn notice(
         tracing::info!(tenant = %tenant.id, appointment = appointment.id, "hold expired outside the 24-hour window; customer not told");
         return Ok(None);
     }
-    let contact = store.conversation_contact(tenant.id, conversation).await?;
     let (service, when) = super::describe(store, tenant, appointment).await?;
     let text = deposit_text(DepositText::Expired { service: &service, when: &when })?;
     let key = format!("deposit:{}:expired", appointment.id);
-    Ok(Some(NewOutbound {
-        tenant: tenant.id,
-        conversation,
-        key: OutboxKey::parse(&key).ok_or_else(|| anyhow::anyhow!("bad outbox key {key}"))?,
-        recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
-        message: OutboundMessage::text(text)?,
-        local: replier.is_local(tenant),
-        written_by: None,
-    }))
+    let to = replier.destination(tenant, conversation).await?;
+    Ok(Some(to.message(key, OutboundMessage::text(text)?).ok_or_else(|| anyhow::anyhow!("bad outbox key"))?))
 }
 
 /// Expires every hold that ran out by `now`; returns how many.

@@ -3,7 +3,8 @@
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::charges::{Charge, PaidOutcome, destination, late_payment_key, merchants};
+use crate::charges::{Charge, PaidOutcome, late_payment_key, merchants};
+use crate::domain::ConversationId;
 use crate::messages::{ChargeVia, DepositText, deposit_text};
 use crate::outbox::{NewOutbound, Replier};
 use crate::store::{BookingStore, ChargeStore, DepositPayment, DepositStore, Store};
@@ -26,7 +27,7 @@ pub(crate) async fn mark_deposit_paid(
     let appointment = store.appointment(tenant.id, id).await?.context("the deposit's appointment is gone")?;
     let (service, when) = super::describe(store, tenant, &appointment).await?;
     let amount = charge.amount().to_string();
-    let customer = destination(store, replier, tenant, charge.customer_conversation_id).await?;
+    let customer = replier.destination(tenant, ConversationId(charge.customer_conversation_id)).await?;
     let merchants = merchants(store, replier, tenant, &charge).await?;
     let key = |part: &str| format!("charge:{}:{part}", charge.txid);
     let text = |t: DepositText<'_>| -> anyhow::Result<OutboundMessage> { Ok(OutboundMessage::text(deposit_text(t)?)?) };

@@ -65,6 +65,31 @@ pub struct NewOutbound {
     pub written_by: Option<Lease>,
 }
 
+/// A conversation messages are queued to outside a turn (a charge, a proposal, a reminder):
+/// its recipient, and whether it stays local. Built by [`Replier::destination`].
+#[derive(Debug, Clone)]
+pub struct Destination {
+    pub tenant: TenantId,
+    pub conversation: ConversationId,
+    pub recipient: Recipient,
+    pub local: bool,
+}
+
+impl Destination {
+    /// The row for `message` under `key`; `None` when `key` is not a valid outbox key.
+    pub fn message(&self, key: String, message: OutboundMessage) -> Option<NewOutbound> {
+        Some(NewOutbound {
+            tenant: self.tenant,
+            conversation: self.conversation,
+            key: OutboxKey::parse(&key)?,
+            recipient: self.recipient.clone(),
+            message,
+            local: self.local,
+            written_by: None,
+        })
+    }
+}
+
 /// A row a sender holds.
 #[derive(Debug, Clone)]
 pub struct ClaimedOutbound {

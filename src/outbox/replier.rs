@@ -7,12 +7,14 @@ use anyhow::Context;
 use chrono::Utc;
 use tokio::sync::Notify;
 
-use super::{NewOutbound, OutboxKey};
+use super::{Destination, NewOutbound, OutboxKey};
+use crate::domain::ConversationId;
 use crate::domain::Secret;
 use crate::jobs::Turn;
-use crate::store::{OutboxStore, Store};
+use crate::store::{InboundStore, OutboxStore, Store, StoreResult};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
+use crate::whatsapp::Recipient;
 
 /// Writes a turn's replies to the outbox under keys derived from the turn.
 #[derive(Clone)]
@@ -38,6 +40,17 @@ impl Replier {
     /// [`Self::is_local`] for a tenant known only by whether it has its own token.
     pub fn is_local_for(&self, own_token: bool) -> bool {
         self.local_mode || (!own_token && self.default_token.is_none())
+    }
+
+    /// Where messages to `conversation` go, outside a turn.
+    pub async fn destination(&self, tenant: &Tenant, conversation: ConversationId) -> StoreResult<Destination> {
+        let contact = self.store.conversation_contact(tenant.id, conversation).await?;
+        Ok(Destination {
+            tenant: tenant.id,
+            conversation,
+            recipient: Recipient { wa_id: contact.wa_id, user_id: contact.user_id },
+            local: self.is_local(tenant),
+        })
     }
 
     /// Wakes the outbox sender after rows were queued outside [`Self::reply`].
