@@ -210,6 +210,7 @@ impl App {
             wake_sender,
             local_mode,
         );
+        let secure_cookies = config.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
         let state = AppState {
             store: store.clone(),
             tenants: Default::default(),
@@ -223,6 +224,8 @@ impl App {
             replier: replier.clone(),
             gateways: gateways.clone(),
             wake_payments: wake_payments.clone(),
+            csrf: crate::console::csrf_config(secure_cookies),
+            secure_cookies,
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;

@@ -19,6 +19,7 @@ pub mod booking;
 pub mod charges;
 pub mod chat;
 pub mod config;
+pub mod console;
 pub mod deposits;
 pub mod domain;
 pub mod http;

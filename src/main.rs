@@ -43,6 +43,11 @@ enum Command {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// Manage the console's admins.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Pix BR Code tools; they need no database or configuration.
     Pix {
         #[command(subcommand)]
@@ -54,6 +59,18 @@ enum Command {
 enum TenantCommand {
     /// Create or update a tenant from a TOML file; applying the same file twice changes nothing.
     Apply { file: PathBuf },
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Create an admin (or set their password) and give them a tenant; prompts for the password
+    /// (or reads BALCAO_ADMIN_PASSWORD, for scripts).
+    Add {
+        email: String,
+        /// The tenant's slug; run again with another slug to add a second tenant.
+        #[arg(long)]
+        tenant: String,
+    },
 }
 
 #[tokio::main]
@@ -111,6 +128,17 @@ async fn main() -> anyhow::Result<()> {
                 admin_token: config.admin_token.clone(),
             };
             session.run(std::io::stdin().lock(), std::io::stdout()).await
+        }
+        Command::Admin { command: AdminCommand::Add { email, tenant } } => {
+            let password = match std::env::var("BALCAO_ADMIN_PASSWORD") {
+                Ok(p) => p,
+                Err(_) => rpassword::prompt_password(format!("Password for {email}: "))
+                    .context("failed to read the password")?,
+            };
+            let store = open_store(&config).await?;
+            let id = balcao::console::auth::add_admin(&store, &email, &password, &tenant).await?;
+            println!("admin {email} (id {id}) can open /admin for {tenant}");
+            Ok(())
         }
         Command::Tenant { command: TenantCommand::Apply { file } } => {
             let text = std::fs::read_to_string(&file).with_context(|| format!("failed to read {}", file.display()))?;

@@ -51,10 +51,22 @@ pub struct AppState {
     pub gateways: Arc<crate::pix::Gateways>,
     /// Wakes the payment processor after a notification is stored.
     pub wake_payments: Arc<Notify>,
+    /// The console's CSRF cookie settings.
+    pub csrf: axum_csrf::CsrfConfig,
+    /// Cookies are `Secure` (the public URL is https).
+    pub secure_cookies: bool,
+}
+
+impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {
+    fn from_ref(state: &AppState) -> Self {
+        state.csrf.clone()
+    }
 }
 
 pub fn router(state: AppState) -> Router {
+    let sessions = crate::console::session_layer(state.store.clone(), state.secure_cookies);
     Router::new()
+        .merge(crate::console::router())
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
@@ -71,6 +83,7 @@ pub fn router(state: AppState) -> Router {
                 .post(whatsapp_webhook::receive)
                 .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT)),
         )
+        .layer(sessions)
         .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, REQUEST_TIMEOUT))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<axum::body::Body>| {
             tracing::debug_span!("request", method = %request.method(), path = %loggable_path(request.uri().path()))

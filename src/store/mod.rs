@@ -19,6 +19,7 @@
 //! - Each method is one complete unit of work with its transaction inside.
 
 mod actions;
+mod admins;
 mod agenda;
 mod appointments;
 mod catalog;
@@ -45,6 +46,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{PgPool, SqlitePool, Transaction};
 
 pub use actions::{ActionStore, Decider, NewAction};
+pub use admins::{AdminRecord, AdminStore, TenantRef};
 pub use agenda::AgendaStore;
 pub use appointments::{BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;

@@ -14,6 +14,7 @@ mod brcode;
 mod chat;
 mod cli;
 mod concurrency;
+pub mod console;
 mod deposits;
 mod guided;
 mod hardening;

@@ -1,0 +1,194 @@
+//! Who is at the console: email and password (argon2id), a session (tower-sessions, stored in
+//! our database), CSRF tokens on every form (axum_csrf, double-submit), and a login throttle
+//! counted in the database so every server process enforces it.
+//!
+//! Invariants: a session holds only the admin's id; their tenants are read on every request,
+//! so removing a membership takes effect at once. The session id changes at login (no
+//! fixation). A throttled email is refused before its password is checked.
+
+use argon2::password_hash::phc::PasswordHash;
+use argon2::{Argon2, PasswordHasher, PasswordVerifier};
+use axum::Form;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum_csrf::CsrfToken;
+use chrono::{TimeDelta, Utc};
+use serde::Deserialize;
+use tower_sessions::Session;
+
+use super::error::ConsoleError;
+use super::page::render;
+use crate::http::AppState;
+use crate::store::{AdminStore, TenantRef, TenantStore};
+use crate::tenant::Tenant;
+
+const ADMIN_ID: &str = "admin_id";
+/// Failed logins counted per email over this window…
+const THROTTLE_WINDOW: TimeDelta = TimeDelta::minutes(15);
+/// …and refused once this many have failed.
+const THROTTLE_AFTER: i64 = 10;
+
+/// A logged-in admin and the tenants they may see.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub id: i64,
+    pub email: String,
+    pub tenants: Vec<TenantRef>,
+}
+
+impl Admin {
+    /// The tenant `slug`, if this admin belongs to it; anything else is "not found".
+    pub async fn tenant(&self, state: &AppState, slug: &str) -> Result<Tenant, ConsoleError> {
+        let Some(member) = self.tenants.iter().find(|t| t.slug == slug) else {
+            return Err(ConsoleError::NotFound);
+        };
+        state.store.tenant(member.tenant_id()).await?.ok_or(ConsoleError::NotFound)
+    }
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ConsoleError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let session = Session::from_request_parts(parts, state).await.map_err(|_| ConsoleError::LoginRequired)?;
+        let id: Option<i64> = session.get(ADMIN_ID).await.map_err(|e| ConsoleError::Internal(e.into()))?;
+        let Some(id) = id else { return Err(ConsoleError::LoginRequired) };
+        let Some(admin) = state.store.admin_by_id(id).await? else {
+            session.flush().await.map_err(|e| ConsoleError::Internal(e.into()))?;
+            return Err(ConsoleError::LoginRequired);
+        };
+        let tenants = state.store.admin_tenants(id).await?;
+        Ok(Admin { id, email: admin.email, tenants })
+    }
+}
+
+/// Whether the request carries a logged-in admin's session (the simulator asks this outside
+/// local mode).
+pub async fn is_logged_in(session: &Session) -> bool {
+    matches!(session.get::<i64>(ADMIN_ID).await, Ok(Some(_)))
+}
+
+/// Checks a form's CSRF token against the request's CSRF cookie.
+pub fn verify_csrf(token: &CsrfToken, presented: &str) -> Result<(), ConsoleError> {
+    token.verify(presented).map_err(|_| ConsoleError::Csrf)
+}
+
+/// The token a page puts in its forms (`authenticity_token`).
+pub fn csrf_field(token: &CsrfToken) -> Result<String, ConsoleError> {
+    token.authenticity_token().map_err(|e| ConsoleError::Internal(anyhow::anyhow!("csrf token: {e}")))
+}
+
+/// Hashes a password with argon2id and a random salt (PHC string).
+pub fn hash_password(password: &str) -> anyhow::Result<String> {
+    let hash = Argon2::default()
+        .hash_password(password.as_bytes())
+        .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
+    Ok(hash.to_string())
+}
+
+fn password_matches(password: &str, stored: &str) -> bool {
+    PasswordHash::new(stored).is_ok_and(|hash| Argon2::default().verify_password(password.as_bytes(), &hash).is_ok())
+}
+
+#[derive(askama::Template)]
+#[template(path = "console/login.html")]
+struct LoginPage<'a> {
+    csrf: String,
+    email: &'a str,
+    error: Option<&'a str>,
+}
+
+pub async fn login_form(token: CsrfToken) -> Result<Response, ConsoleError> {
+    let page = LoginPage { csrf: csrf_field(&token)?, email: "", error: None };
+    Ok((token, render(&page)?).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    #[serde(default)]
+    authenticity_token: String,
+    email: String,
+    password: String,
+}
+
+pub async fn login(
+    State(state): State<AppState>,
+    session: Session,
+    token: CsrfToken,
+    Form(form): Form<LoginForm>,
+) -> Result<Response, ConsoleError> {
+    verify_csrf(&token, &form.authenticity_token)?;
+    let email = form.email.trim().to_lowercase();
+    let now = Utc::now();
+    let since = now - THROTTLE_WINDOW;
+    if state.store.login_failures_since(&email, since).await? >= THROTTLE_AFTER {
+        return Err(ConsoleError::Throttled);
+    }
+    let admin = state.store.admin_by_email(&email).await?;
+    // Argon2 takes tens of milliseconds of CPU: keep it off the async workers. An unknown email
+    // is checked against a dummy hash so both answers take as long.
+    let stored = admin.as_ref().map_or_else(|| DUMMY_HASH.clone(), |a| a.password_hash.clone());
+    let password = form.password;
+    let matches = tokio::task::spawn_blocking(move || password_matches(&password, &stored))
+        .await
+        .map_err(|e| ConsoleError::Internal(e.into()))?;
+    match admin {
+        Some(admin) if matches => {
+            state.store.clear_login_failures(&email).await?;
+            session.cycle_id().await.map_err(|e| ConsoleError::Internal(e.into()))?;
+            session.insert(ADMIN_ID, admin.id).await.map_err(|e| ConsoleError::Internal(e.into()))?;
+            tracing::info!(admin = admin.id, "console login");
+            Ok(Redirect::to("/admin").into_response())
+        }
+        _ => {
+            let failures = state.store.record_login_failure(&email, now, since).await?;
+            tracing::warn!(failures, "console login failed");
+            let page =
+                LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some("E-mail ou senha incorretos.") };
+            Ok((axum::http::StatusCode::UNAUTHORIZED, token, render(&page)?).into_response())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CsrfOnly {
+    #[serde(default)]
+    pub authenticity_token: String,
+}
+
+pub async fn logout(session: Session, token: CsrfToken, Form(form): Form<CsrfOnly>) -> Result<Response, ConsoleError> {
+    verify_csrf(&token, &form.authenticity_token)?;
+    session.flush().await.map_err(|e| ConsoleError::Internal(e.into()))?;
+    Ok(Redirect::to("/admin/login").into_response())
+}
+
+/// `/admin`: the first tenant's agenda.
+pub async fn home(admin: Admin) -> Result<Response, ConsoleError> {
+    match admin.tenants.first() {
+        Some(t) => Ok(Redirect::to(&format!("/admin/{}/agenda", t.slug)).into_response()),
+        None => Ok(Html("<!doctype html><meta charset=utf-8><p>Sua conta não está ligada a nenhum negócio.</p>")
+            .into_response()),
+    }
+}
+
+/// A hash of a random password nobody knows: verifying against it costs what a real check costs.
+static DUMMY_HASH: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| hash_password(&uuid::Uuid::new_v4().to_string()).unwrap_or_default());
+
+/// Tests and `balcao admin add` use the same hashing.
+pub async fn add_admin(
+    store: &crate::store::Store,
+    email: &str,
+    password: &str,
+    tenant_slug: &str,
+) -> anyhow::Result<i64> {
+    use anyhow::Context;
+    let email = email.trim().to_lowercase();
+    anyhow::ensure!(email.contains('@') && email.len() <= 254, "{email:?} is not an email address");
+    anyhow::ensure!(password.chars().count() >= 10, "the password must have at least 10 characters");
+    let tenant = store.tenant_by_slug(tenant_slug).await?.with_context(|| format!("no tenant {tenant_slug:?}"))?;
+    let password = password.to_owned();
+    let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
+    Ok(store.upsert_admin(&email, &hash, tenant.id, Utc::now()).await?)
+}

@@ -1,0 +1,9 @@
+//! (to be written)
+
+use axum::Router;
+
+use crate::http::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+}

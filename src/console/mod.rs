@@ -1,0 +1,73 @@
+//! `/admin`: the merchant console. Server-rendered pages (askama templates under
+//! `templates/console/`, a little plain JavaScript, assets compiled into the binary).
+//!
+//! Invariants:
+//! - Every route except the login form sits behind [`auth::Admin`]: no session → redirect to
+//!   the login page.
+//! - Every route under `/admin/{slug}/…` resolves the tenant through the admin's memberships
+//!   ([`auth::Admin::tenant`]) and scopes every query by that tenant; an id of another tenant
+//!   is "not found", exactly like an id that does not exist.
+//! - Every form carries a CSRF token checked before anything else ([`auth::verify_csrf`]).
+//! - The console changes the world only through the paths the bot uses (the ledger tools, the
+//!   outbox), so a console action is as idempotent as the bot's.
+
+pub mod auth;
+mod error;
+pub mod page;
+mod session_store;
+
+mod agenda;
+mod conversations;
+mod operations;
+
+pub use error::ConsoleError;
+pub use session_store::DbSessionStore;
+
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+use crate::http::AppState;
+
+/// How long a console session lasts without a request.
+const SESSION_IDLE: time::Duration = time::Duration::hours(12);
+
+/// The console's routes (the session layer is applied by [`session_layer`] in the http router,
+/// so the simulator sees the same session).
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/admin", get(auth::home))
+        .route("/admin/login", get(auth::login_form).post(auth::login))
+        .route("/admin/logout", post(auth::logout))
+        .route("/admin/assets/console.css", get(stylesheet))
+        .merge(agenda::routes())
+        .merge(conversations::routes())
+        .merge(operations::routes())
+}
+
+/// Sessions in our database; cookies HttpOnly, SameSite=Lax, and Secure when the public URL
+/// is https (behind TLS).
+pub fn session_layer(store: crate::store::Store, secure: bool) -> SessionManagerLayer<DbSessionStore> {
+    SessionManagerLayer::new(DbSessionStore::new(store))
+        .with_name("balcao_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(secure)
+        .with_expiry(Expiry::OnInactivity(SESSION_IDLE))
+}
+
+/// The CSRF cookie follows the session cookie's rules.
+pub fn csrf_config(secure: bool) -> axum_csrf::CsrfConfig {
+    axum_csrf::CsrfConfig::default()
+        .with_cookie_name("balcao_csrf")
+        .with_http_only(true)
+        .with_cookie_same_site(axum_csrf::SameSite::Strict)
+        .with_secure(secure)
+}
+
+async fn stylesheet() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../assets/console.css"))
+}

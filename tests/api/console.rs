@@ -1,0 +1,220 @@
+//! The console's doors: login, sessions, CSRF, throttling, tenant scoping. Also the browser-less
+//! client other console tests drive pages with ([`Console`]).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use reqwest::StatusCode;
+
+use crate::common::*;
+use crate::contract;
+
+pub const PASSWORD: &str = "senha-forte-123";
+
+/// A browser without JavaScript: keeps cookies, remembers the last page's CSRF token and puts it
+/// in every form it posts, follows no redirects (tests read them).
+pub struct Console {
+    pub base: String,
+    http: reqwest::Client,
+    cookies: Mutex<BTreeMap<String, String>>,
+    csrf: Mutex<Option<String>>,
+}
+
+pub struct Page {
+    pub status: StatusCode,
+    pub location: Option<String>,
+    pub body: String,
+}
+
+impl Console {
+    pub fn new(base: &str) -> Self {
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
+        Self { base: base.to_owned(), http, cookies: Mutex::default(), csrf: Mutex::default() }
+    }
+
+    /// Creates the admin for `slug` and logs in.
+    pub async fn login_new(db: &TestDb, base: &str, email: &str, slug: &str) -> Self {
+        balcao::console::auth::add_admin(&db.store, email, PASSWORD, slug).await.expect("add admin");
+        let console = Self::new(base);
+        let page = console.login(email, PASSWORD).await;
+        assert_eq!(page.status, StatusCode::SEE_OTHER, "login failed: {}", page.body);
+        console
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> Page {
+        if self.csrf.lock().unwrap().is_none() {
+            self.get("/admin/login").await;
+        }
+        self.post("/admin/login", &[("email", email), ("password", password)]).await
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies.lock().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
+    }
+
+    async fn read(&self, response: reqwest::Response) -> Page {
+        for value in response.headers().get_all("set-cookie") {
+            let pair = value.to_str().unwrap().split(';').next().unwrap();
+            let (name, value) = pair.split_once('=').unwrap();
+            let expired = value.is_empty() || value.contains("Max-Age=0");
+            let mut jar = self.cookies.lock().unwrap();
+            if expired {
+                jar.remove(name)
+            } else {
+                jar.insert(name.to_owned(), value.to_owned())
+            };
+        }
+        let status = response.status();
+        let location = response.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
+        let body = response.text().await.unwrap();
+        if let Some(token) = field_value(&body, "authenticity_token") {
+            *self.csrf.lock().unwrap() = Some(token);
+        }
+        Page { status, location, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Page {
+        let response =
+            self.http.get(format!("{}{path}", self.base)).header("cookie", self.cookie_header()).send().await.unwrap();
+        self.read(response).await
+    }
+
+    /// Posts a form with the last page's CSRF token.
+    pub async fn post(&self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let token = self.csrf.lock().unwrap().clone().unwrap_or_default();
+        let mut form: Vec<(&str, &str)> = vec![("authenticity_token", &token)];
+        form.extend_from_slice(fields);
+        self.post_raw(path, &form).await
+    }
+
+    /// Posts exactly these fields (no CSRF token unless given).
+    pub async fn post_raw(&self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let response = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("cookie", self.cookie_header())
+            .form(fields)
+            .send()
+            .await
+            .unwrap();
+        self.read(response).await
+    }
+}
+
+/// The `value` of the first `<input name="{name}" …>` in a page.
+pub fn field_value(html: &str, name: &str) -> Option<String> {
+    let at = html.find(&format!("name=\"{name}\""))?;
+    let rest = &html[at..];
+    let v = rest.find("value=\"")? + 7;
+    let end = rest[v..].find('"')?;
+    Some(rest[v..v + end].to_owned())
+}
+
+/// A server with one tenant (`s.tenant`), nothing else.
+pub struct ConsoleApp {
+    pub tenant: balcao::tenant::Tenant,
+    pub app: TestApp,
+}
+
+impl ConsoleApp {
+    pub async fn spawn(db: &TestDb) -> Self {
+        let tenant = db.tenant().await;
+        let app = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
+        Self { tenant, app }
+    }
+}
+
+contract!(login_opens_the_console_and_logout_closes_it, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let console = Console::login_new(db, &s.app.url, "Dono@Barbearia.com", &s.tenant.slug).await;
+    let home = console.get("/admin").await;
+    assert_eq!(home.location.as_deref(), Some(format!("/admin/{}/agenda", s.tenant.slug).as_str()));
+
+    let out = console.post("/admin/logout", &[]).await;
+    assert_eq!(out.location.as_deref(), Some("/admin/login"));
+    assert_eq!(console.get("/admin").await.location.as_deref(), Some("/admin/login"));
+});
+
+contract!(the_session_cookie_is_http_only_and_lax, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let console = Console::new(&s.app.url);
+    console.get("/admin/login").await;
+    let token = console.csrf.lock().unwrap().clone().unwrap();
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/admin/login", s.app.url))
+        .header("cookie", console.cookie_header())
+        .form(&[("authenticity_token", token.as_str()), ("email", "a@b.com"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("balcao_session="))
+        .expect("a session cookie");
+    assert!(cookie.contains("HttpOnly"), "{cookie}");
+    assert!(cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(!cookie.contains("Secure"), "plain http in tests: {cookie}");
+});
+
+contract!(a_form_without_its_csrf_token_is_refused, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let console = Console::new(&s.app.url);
+    console.get("/admin/login").await;
+    let page = console.post_raw("/admin/login", &[("email", "a@b.com"), ("password", PASSWORD)]).await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    let page = console
+        .post_raw("/admin/login", &[("authenticity_token", "AAAA"), ("email", "a@b.com"), ("password", PASSWORD)])
+        .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN);
+    // Logged in, logout without the token does nothing.
+    assert_eq!(console.login("a@b.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
+    assert_eq!(console.post_raw("/admin/logout", &[]).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(console.get("/admin").await.status, StatusCode::SEE_OTHER);
+    assert_ne!(console.get("/admin").await.location.as_deref(), Some("/admin/login"));
+});
+
+contract!(ten_wrong_passwords_throttle_the_login, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let console = Console::new(&s.app.url);
+    for _ in 0..10 {
+        assert_eq!(console.login("a@b.com", "errada-errada").await.status, StatusCode::UNAUTHORIZED);
+    }
+    // The right password no longer helps, from any client.
+    assert_eq!(console.login("a@b.com", PASSWORD).await.status, StatusCode::TOO_MANY_REQUESTS);
+    let other = Console::new(&s.app.url);
+    assert_eq!(other.login("A@B.com", PASSWORD).await.status, StatusCode::TOO_MANY_REQUESTS);
+    // Another admin is not affected.
+    balcao::console::auth::add_admin(&db.store, "c@d.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    assert_eq!(other.login("c@d.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
+});
+
+contract!(an_unknown_email_and_a_wrong_password_look_the_same, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let console = Console::new(&s.app.url);
+    let wrong = console.login("a@b.com", "errada-errada").await;
+    let unknown = console.login("x@y.com", "errada-errada").await;
+    assert_eq!(wrong.status, unknown.status);
+    assert!(wrong.body.contains("E-mail ou senha incorretos") && unknown.body.contains("E-mail ou senha incorretos"));
+});
+
+contract!(another_tenants_console_is_not_found, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let other = db.tenant_with("999000111", "outra-loja", None).await;
+    let console = Console::login_new(db, &s.app.url, "a@b.com", &s.tenant.slug).await;
+    for section in ["agenda", "conversations", "charges", "actions", "failures", "catalog"] {
+        let page = console.get(&format!("/admin/{}/{section}", other.slug)).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{section}");
+        let page = console.get(&format!("/admin/{}/{section}", s.tenant.slug)).await;
+        assert_eq!(page.status, StatusCode::OK, "{section}: {}", page.body);
+    }
+});
