@@ -58,6 +58,8 @@ fn model_client(config: &Config) -> anyhow::Result<Option<(&'static str, Arc<dyn
 /// How often proposals and charges are expired and reminders sent: minutes matter here, not
 /// milliseconds.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+/// Expired console sessions are never loaded; deleting them is housekeeping.
+const SESSION_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 /// How often held bookings are looked at for a deposit to charge: the customer is waiting for
 /// the Pix right after booking, and the look is one indexed query.
 const DEPOSIT_REQUEST_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -335,6 +337,10 @@ impl App {
                     SWEEP_EVERY,
                     stop_poller.clone(),
                 )
+            });
+            let (store, stop_sessions) = (self.store.clone(), stop.clone());
+            pool.spawn("session-pruning".to_owned(), move || {
+                crate::console::run_pruning(store.clone(), SESSION_PRUNE_EVERY, stop_sessions.clone())
             });
             // Local mode sends nothing, so it needs no sender (which would refuse anyway).
             if !self.config.whatsapp.local_mode {

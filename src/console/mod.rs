@@ -21,7 +21,7 @@ mod conversations;
 mod operations;
 
 pub use error::ConsoleError;
-pub use session_store::DbSessionStore;
+pub use session_store::{DbSessionStore, run_pruning};
 
 use axum::Router;
 use axum::http::header;

@@ -67,3 +67,11 @@ impl ExpiredDeletion for DbSessionStore {
         Ok(())
     }
 }
+
+/// Deletes expired sessions every `every` until `stop`.
+pub async fn run_pruning(store: Store, every: std::time::Duration, stop: tokio_util::sync::CancellationToken) {
+    crate::supervise::periodically("pruning console sessions", every, stop, || async {
+        Ok(usize::try_from(store.session_prune(Utc::now()).await?).unwrap_or(usize::MAX))
+    })
+    .await;
+}

@@ -32,6 +32,11 @@ impl Console {
         Self { base: base.to_owned(), http, cookies: Mutex::default(), csrf: Mutex::default() }
     }
 
+    /// The same browser pointed at another server (its cookies kept).
+    pub fn moved_to(self, base: &str) -> Self {
+        Self { base: base.to_owned(), ..self }
+    }
+
     /// Creates the admin for `slug` and logs in.
     pub async fn login_new(db: &TestDb, base: &str, email: &str, slug: &str) -> Self {
         balcao::console::auth::add_admin(&db.store, email, PASSWORD, slug).await.expect("add admin");
@@ -217,4 +222,19 @@ contract!(another_tenants_console_is_not_found, |db| async move {
         let page = console.get(&format!("/admin/{}/{section}", s.tenant.slug)).await;
         assert_eq!(page.status, StatusCode::OK, "{section}: {}", page.body);
     }
+});
+
+contract!(a_session_lives_in_the_database_so_every_server_knows_it, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let console = Console::login_new(db, &s.app.url, "a@b.com", &s.tenant.slug).await;
+    // Another server on the same database knows the session (in-process, so it shares the pool).
+    let other = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
+    let console = console.moved_to(&other.url);
+    let home = console.get("/admin").await;
+    assert_eq!(home.status, StatusCode::SEE_OTHER, "{}", home.body);
+    assert_eq!(home.location.as_deref(), Some(format!("/admin/{}/agenda", s.tenant.slug).as_str()));
+    // Logging out there ends it everywhere.
+    console.get("/admin/login").await;
+    assert_eq!(console.post("/admin/logout", &[]).await.status, StatusCode::SEE_OTHER);
+    assert_eq!(console.get("/admin").await.location.as_deref(), Some("/admin/login"));
 });
