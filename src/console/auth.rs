@@ -192,3 +192,36 @@ pub async fn add_admin(
     let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
     Ok(store.upsert_admin(&email, &hash, tenant.id, Utc::now()).await?)
 }
+
+/// The largest console form body (a reply text is the largest field).
+const FORM_LIMIT: usize = 64 * 1024;
+
+/// Every POST to the console carries a valid CSRF token, checked here before routing reaches a
+/// handler (so no form can forget it, and a malformed form is still a 403, not a 422).
+pub async fn require_csrf(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, FORM_LIMIT).await else {
+        return ConsoleError::BadRequest("formulário grande demais".into()).into_response();
+    };
+    let presented = form_urlencoded_field(&bytes, "authenticity_token");
+    let token = match CsrfToken::from_request_parts(&mut parts, &state).await {
+        Ok(token) => token,
+        Err(_) => return ConsoleError::Csrf.into_response(),
+    };
+    if presented.is_none_or(|p| verify_csrf(&token, &p).is_err()) {
+        return ConsoleError::Csrf.into_response();
+    }
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+fn form_urlencoded_field(body: &[u8], name: &str) -> Option<String> {
+    let fields: Vec<(String, String)> = serde_urlencoded::from_bytes(body).ok()?;
+    fields.into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}

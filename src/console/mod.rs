@@ -7,7 +7,8 @@
 //! - Every route under `/admin/{slug}/…` resolves the tenant through the admin's memberships
 //!   ([`auth::Admin::tenant`]) and scopes every query by that tenant; an id of another tenant
 //!   is "not found", exactly like an id that does not exist.
-//! - Every form carries a CSRF token checked before anything else ([`auth::verify_csrf`]).
+//! - Every POST carries a CSRF token, checked by a middleware before any handler runs
+//!   ([`auth::require_csrf`]); handlers may check it again ([`auth::verify_csrf`]).
 //! - The console changes the world only through the paths the bot uses (the ledger tools, the
 //!   outbox), so a console action is as idempotent as the bot's.
 
@@ -37,7 +38,7 @@ const SESSION_IDLE: time::Duration = time::Duration::hours(12);
 
 /// The console's routes (the session layer is applied by [`session_layer`] in the http router,
 /// so the simulator sees the same session).
-pub fn router() -> Router<AppState> {
+pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/admin", get(auth::home))
         .route("/admin/login", get(auth::login_form).post(auth::login))
@@ -46,6 +47,7 @@ pub fn router() -> Router<AppState> {
         .merge(agenda::routes())
         .merge(conversations::routes())
         .merge(operations::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state, auth::require_csrf))
 }
 
 /// Sessions in our database; cookies HttpOnly, SameSite=Lax, and Secure when the public URL

@@ -66,7 +66,7 @@ impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {
 pub fn router(state: AppState) -> Router {
     let sessions = crate::console::session_layer(state.store.clone(), state.secure_cookies);
     Router::new()
-        .merge(crate::console::router())
+        .merge(crate::console::router(state.clone()))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))

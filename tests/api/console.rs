@@ -238,3 +238,65 @@ contract!(a_session_lives_in_the_database_so_every_server_knows_it, |db| async m
     assert_eq!(console.post("/admin/logout", &[]).await.status, StatusCode::SEE_OTHER);
     assert_eq!(console.get("/admin").await.location.as_deref(), Some("/admin/login"));
 });
+
+/// Every console page and form, as the router serves them.
+const CONSOLE_GETS: &[&str] = &[
+    "/admin",
+    "/admin/{slug}/agenda",
+    "/admin/{slug}/agenda?view=week",
+    "/admin/{slug}/appointments/1",
+    "/admin/{slug}/conversations",
+    "/admin/{slug}/conversations/1",
+    "/admin/{slug}/conversations/1/fragment",
+    "/admin/{slug}/conversations/1/events",
+    "/admin/{slug}/contacts/1",
+    "/admin/{slug}/contacts/1/export",
+    "/admin/{slug}/charges",
+    "/admin/{slug}/actions",
+    "/admin/{slug}/failures",
+    "/admin/{slug}/catalog",
+];
+const CONSOLE_POSTS: &[&str] = &[
+    "/admin/logout",
+    "/admin/{slug}/appointments/1/cancel",
+    "/admin/{slug}/appointments/1/move",
+    "/admin/{slug}/conversations/1/handoff",
+    "/admin/{slug}/conversations/1/release",
+    "/admin/{slug}/conversations/1/reply",
+    "/admin/{slug}/contacts/1/erase",
+    "/admin/{slug}/jobs/1/retry",
+];
+
+contract!(every_console_route_without_a_session_goes_to_the_login, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let anonymous = Console::new(&s.app.url);
+    anonymous.get("/admin/login").await; // a valid CSRF token, and no session
+    for path in CONSOLE_GETS {
+        let path = path.replace("{slug}", &s.tenant.slug);
+        let page = anonymous.get(&path).await;
+        assert_eq!(
+            (page.status, page.location.as_deref()),
+            (StatusCode::SEE_OTHER, Some("/admin/login")),
+            "GET {path}"
+        );
+    }
+    for path in CONSOLE_POSTS {
+        let path = path.replace("{slug}", &s.tenant.slug);
+        let page = anonymous.post(&path, &[("text", "oi")]).await;
+        assert_eq!(
+            (page.status, page.location.as_deref()),
+            (StatusCode::SEE_OTHER, Some("/admin/login")),
+            "POST {path}"
+        );
+    }
+});
+
+contract!(every_console_form_without_its_csrf_token_is_forbidden, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let console = Console::login_new(db, &s.app.url, "a@b.com", &s.tenant.slug).await;
+    for path in CONSOLE_POSTS {
+        let path = path.replace("{slug}", &s.tenant.slug);
+        let page = console.post_raw(&path, &[("text", "oi"), ("confirm", "sim")]).await;
+        assert_eq!(page.status, StatusCode::FORBIDDEN, "POST {path}: {}", page.body);
+    }
+});
