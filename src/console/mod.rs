@@ -17,6 +17,7 @@ pub mod page;
 mod session_store;
 
 mod agenda;
+mod contacts;
 mod conversations;
 mod operations;
 
@@ -46,6 +47,7 @@ pub fn router() -> Router<AppState> {
         .merge(agenda::routes())
         .merge(conversations::routes())
         .merge(operations::routes())
+        .merge(contacts::routes())
 }
 
 /// Sessions in our database; cookies HttpOnly, SameSite=Lax, and Secure when the public URL
