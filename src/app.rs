@@ -134,6 +134,7 @@ impl App {
                 }
                 None => (guided, menu),
             };
+            let customer = crate::privacy::OptOut::wrap(ctx.store.clone(), ctx.replier.clone(), customer);
             Arc::new(ByAudience { store: ctx.store.clone(), customer, merchant })
         })
         .await

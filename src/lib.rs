@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod payments;
 pub mod pix;
+pub mod privacy;
 pub mod reminders;
 pub mod store;
 pub mod supervise;

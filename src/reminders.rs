@@ -11,7 +11,10 @@
 //!   reminder was due gets it at the next sweep;
 //! - inside the 24-hour window the reminder is an interactive message; outside it, the
 //!   tenant's template with quick replies whose payloads name the action; without a template,
-//!   such a customer gets none.
+//!   such a customer gets none;
+//! - none for a customer who opted out ("sair") or was erased: skipped without being recorded,
+//!   so "voltar" before it is due brings it back; one queued but unsent when they opted out is
+//!   withdrawn by the opt-out itself (`crate::privacy`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -72,6 +75,11 @@ async fn remind(
     let Some(conversation) = store.conversation_of_contact(tenant.id, ContactId(appointment.contact_id)).await? else {
         return Ok(record(None).await?);
     };
+    // Not recorded: a customer who opts back in before it is due still gets it.
+    if crate::privacy::is_silenced(store, tenant, ContactId(appointment.contact_id)).await? {
+        tracing::debug!(tenant = %tenant.id, appointment = appointment.id, "customer opted out; no reminder");
+        return Ok(false);
+    }
     let (services, _) = store.catalog(tenant.id).await?;
     let service = services.iter().find(|s| s.id == appointment.service_id).map_or("?", |s| s.name.as_str());
     let when = when_at(tenant.timezone, appointment.starts_at);

@@ -1,6 +1,7 @@
 //! Expiring proposals nobody answered: each is marked expired and its person told once, in
 //! one transaction (the notice's outbox key is the action's), so a crash or two servers
-//! sweeping at once never tell anyone twice.
+//! sweeping at once never tell anyone twice. A person who opted out of proactive messages
+//! (`crate::privacy`) is not told.
 
 use std::time::Duration;
 

@@ -18,6 +18,7 @@ pub mod page;
 mod session_store;
 
 mod agenda;
+mod contacts;
 mod conversations;
 mod operations;
 
@@ -47,6 +48,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .merge(agenda::routes())
         .merge(conversations::routes())
         .merge(operations::routes())
+        .merge(contacts::routes())
         .route_layer(axum::middleware::from_fn_with_state(state, auth::require_csrf))
 }
 

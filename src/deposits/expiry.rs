@@ -1,5 +1,5 @@
 //! Holds that ran out: each appointment expires (its slot free again), its charge with it, and
-//! its customer is told once.
+//! its customer is told once, unless they opted out of proactive messages (`crate::privacy`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,6 +31,10 @@ async fn notice(
     let Some(conversation) = store.conversation_of_contact(tenant.id, ContactId(appointment.contact_id)).await? else {
         return Ok(None);
     };
+    if crate::privacy::is_silenced(store, tenant, ContactId(appointment.contact_id)).await? {
+        tracing::info!(tenant = %tenant.id, appointment = appointment.id, "hold expired; customer opted out, not told");
+        return Ok(None);
+    }
     if !inside_window(store.last_inbound_at(tenant.id, conversation).await?, now) {
         tracing::info!(tenant = %tenant.id, appointment = appointment.id, "hold expired outside the 24-hour window; customer not told");
         return Ok(None);

@@ -123,7 +123,8 @@ pub trait ActionStore {
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// pending → expired for up to `limit` actions past their expiry, each with the notice
-    /// `notice` builds for it, in one transaction. Returns the expired actions.
+    /// `notice` builds for it (none for a contact who opted out or was erased), in one
+    /// transaction. Returns the expired actions.
     async fn expire_actions(
         &self,
         now: DateTime<Utc>,
@@ -339,14 +340,20 @@ impl ActionStore for Store {
             }
             let actions: Vec<PendingAction> = rows.into_iter().map(PendingAction::try_from).collect::<StoreResult<_>>()?;
             for action in &actions {
-                let (wa_id, user_id): (Option<String>, Option<String>) = sqlx::query_as(
-                    "SELECT c.wa_id, c.user_id FROM conversations v JOIN contacts c ON c.id = v.contact_id
+                type Contact = (Option<String>, Option<String>, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+                let (wa_id, user_id, opted_out_at, erased_at): Contact = sqlx::query_as(
+                    "SELECT c.wa_id, c.user_id, c.opted_out_at, c.erased_at
+                     FROM conversations v JOIN contacts c ON c.id = v.contact_id
                      WHERE v.tenant_id = $1 AND v.id = $2",
                 )
                 .bind(action.tenant.0)
                 .bind(action.conversation.0)
                 .fetch_one(&mut *tx)
                 .await?;
+                // An expiry notice is proactive: none for a contact who opted out or was erased.
+                if opted_out_at.is_some() || erased_at.is_some() {
+                    continue;
+                }
                 let recipient = Recipient { wa_id: wa_id.and_then(|w| PhoneE164::parse(&w).ok()), user_id };
                 if let Some(message) = notice(action, recipient) {
                     let _: Option<i64> = insert_outbound!(tx, message, now)?;

@@ -32,6 +32,7 @@ mod ledger;
 mod menu;
 mod outbox;
 mod payments;
+mod privacy;
 mod tenants;
 
 use std::str::FromStr;
@@ -59,6 +60,10 @@ pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use payments::{NewPaymentEvent, PaymentStore};
+pub use privacy::{
+    ContactCounts, ContactExport, ContactRecord, ExportedAction, ExportedAppointment, ExportedCharge, ExportedInbound,
+    ExportedOutbound, PrivacyStore, Redactions, erased_key,
+};
 pub use tenants::TenantStore;
 
 use crate::domain::DatabaseUrl;

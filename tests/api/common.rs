@@ -27,8 +27,8 @@ pub const PHONE_NUMBER_ID: &str = "106540352242922";
 pub struct TestDb {
     pub store: Store,
     _dir: Option<tempfile::TempDir>,
-    sqlite: Option<SqliteConnectOptions>,
-    pg: Option<(PgConnectOptions, String)>,
+    pub sqlite: Option<SqliteConnectOptions>,
+    pub pg: Option<(PgConnectOptions, String)>,
 }
 
 impl TestDb {

@@ -53,7 +53,7 @@ impl Console {
         self.post("/admin/login", &[("email", email), ("password", password)]).await
     }
 
-    fn cookie_header(&self) -> String {
+    pub fn cookie_header(&self) -> String {
         self.cookies.lock().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
     }
 

@@ -30,6 +30,7 @@ mod payments;
 mod pipeline;
 mod pix_bacen;
 mod pix_psp;
+mod privacy;
 mod reminders;
 mod scenario;
 mod tenants;
