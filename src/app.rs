@@ -132,6 +132,7 @@ impl App {
                 }
                 None => (guided, menu),
             };
+            let customer = crate::handoff::HandoffGate::wrap(customer, &ctx);
             Arc::new(ByAudience { store: ctx.store.clone(), customer, merchant })
         })
         .await
@@ -226,6 +227,7 @@ impl App {
             wake_payments: wake_payments.clone(),
             csrf: crate::console::csrf_config(secure_cookies),
             secure_cookies,
+            handoff_idle: crate::jobs::to_delta(config.handoff_idle),
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
