@@ -141,7 +141,9 @@ mod tests {
 
     #[test]
     fn atendente_is_recognized_however_it_is_typed() {
-        for typed in ["atendente", "Atendente", "  ATENDENTE!! ", "atendênte", "Atêndente.", "\"atendente\"", "¿atendente?"] {
+        for typed in
+            ["atendente", "Atendente", "  ATENDENTE!! ", "atendênte", "Atêndente.", "\"atendente\"", "¿atendente?"]
+        {
             assert_eq!(normalize(typed), "atendente", "{typed:?}");
         }
         for other in ["atendentes", "quero um atendente", "aten dente", ""] {

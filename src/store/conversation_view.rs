@@ -147,8 +147,12 @@ pub trait ConversationViewStore {
         limit: i64,
     ) -> StoreResult<Vec<OutboundRecord>>;
     /// The conversation's last `limit` jobs, newest first.
-    async fn recent_turns(&self, tenant: TenantId, conversation: ConversationId, limit: i64)
-    -> StoreResult<Vec<TurnRow>>;
+    async fn recent_turns(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        limit: i64,
+    ) -> StoreResult<Vec<TurnRow>>;
     /// Model calls of the conversation's turns from `first_turn` on.
     async fn model_calls_from(
         &self,
@@ -164,11 +168,19 @@ pub trait ConversationViewStore {
         first_turn: i64,
     ) -> StoreResult<Vec<ExecutionRecord>>;
     /// The conversation's last `limit` pending actions, oldest first.
-    async fn recent_actions(&self, tenant: TenantId, conversation: ConversationId, limit: i64)
-    -> StoreResult<Vec<ActionRow>>;
+    async fn recent_actions(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        limit: i64,
+    ) -> StoreResult<Vec<ActionRow>>;
     /// The last `limit` charges to or asked from the conversation, oldest first.
-    async fn recent_charges(&self, tenant: TenantId, conversation: ConversationId, limit: i64)
-    -> StoreResult<Vec<ChargeRow>>;
+    async fn recent_charges(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        limit: i64,
+    ) -> StoreResult<Vec<ChargeRow>>;
     /// A cheap fingerprint of the conversation's state, for live updates.
     async fn conversation_version(
         &self,
@@ -395,4 +407,3 @@ impl ConversationViewStore for Store {
         Ok(version.unwrap_or_default())
     }
 }
-

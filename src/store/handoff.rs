@@ -28,8 +28,12 @@ pub trait HandoffStore {
     /// The conversation's handoff state; `NotFound` when it is not the tenant's.
     async fn handoff_state(&self, tenant: TenantId, conversation: ConversationId) -> StoreResult<HandoffState>;
     /// A person takes the conversation until `until` (the request, if any, is answered).
-    async fn take_over(&self, tenant: TenantId, conversation: ConversationId, until: DateTime<Utc>)
-    -> StoreResult<bool>;
+    async fn take_over(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// The bot answers again.
     async fn release_handoff(&self, tenant: TenantId, conversation: ConversationId) -> StoreResult<bool>;
     /// Pushes an active handoff's end to `until`; an ended one stays ended.

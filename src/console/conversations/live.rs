@@ -47,12 +47,8 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Response, ConsoleError> {
     let (tenant, _) = load(&state, &admin, &slug, id).await?;
-    let seen = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or(since.v)
-        .unwrap_or_default();
+    let seen =
+        headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned).or(since.v).unwrap_or_default();
     let stream = changes(state.store.clone(), tenant, ConversationId(id), seen);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
@@ -90,8 +86,5 @@ fn changes(
 }
 
 pub async fn script() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        include_str!("../../../assets/console_live.js"),
-    )
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../../../assets/console_live.js"))
 }

@@ -172,13 +172,8 @@ async fn detail(
     let actions = store.recent_actions(t, c, SIDE_LIMIT).await?;
     let charges = store.recent_charges(t, c, SIDE_LIMIT).await?;
     let zone = tenant.timezone;
-    let transcript = view::transcript(
-        &inbound,
-        &outbound,
-        TRANSCRIPT_LIMIT as usize,
-        (before.before_in, before.before_out),
-        zone,
-    );
+    let transcript =
+        view::transcript(&inbound, &outbound, TRANSCRIPT_LIMIT as usize, (before.before_in, before.before_out), zone);
     let rows = TraceRows {
         turns: &turns,
         inbound: &inbound,

@@ -89,13 +89,9 @@ fn inbound_bubble(row: &InboundRow, zone: Tz) -> Bubble {
 fn outbound_bubble(row: &OutboundRecord, zone: Tz) -> Bubble {
     let (kind, text, footer, options, code) = match &row.message.0 {
         OutboundMessage::Text { body } => ("texto".to_owned(), body.clone(), None, vec![], None),
-        OutboundMessage::Buttons { body, footer, buttons } => (
-            "botões".to_owned(),
-            body.clone(),
-            footer.clone(),
-            buttons.iter().map(|b| b.title.clone()).collect(),
-            None,
-        ),
+        OutboundMessage::Buttons { body, footer, buttons } => {
+            ("botões".to_owned(), body.clone(), footer.clone(), buttons.iter().map(|b| b.title.clone()).collect(), None)
+        }
         OutboundMessage::List { body, footer, button, sections } => (
             format!("lista ({button})"),
             body.clone(),
@@ -110,13 +106,9 @@ fn outbound_bubble(row: &OutboundRecord, zone: Tz) -> Bubble {
                 .collect(),
             None,
         ),
-        OutboundMessage::Template { name, language, body_params, quick_replies } => (
-            format!("modelo {name} ({language})"),
-            body_params.join(" · "),
-            None,
-            quick_replies.clone(),
-            None,
-        ),
+        OutboundMessage::Template { name, language, body_params, quick_replies } => {
+            (format!("modelo {name} ({language})"), body_params.join(" · "), None, quick_replies.clone(), None)
+        }
         OutboundMessage::QrImage { payload, caption } => {
             ("QR Code Pix".to_owned(), caption.clone().unwrap_or_default(), None, vec![], Some(payload.clone()))
         }
@@ -173,9 +165,8 @@ pub fn transcript(
     let next_in = oldest(true).or_else(|| inbound.last().map(|r| r.id + 1)).or(before.0);
     let next_out = oldest(false).or_else(|| outbound.last().map(|r| r.id + 1)).or(before.1);
     let more = dropped > 0 || inbound.len() >= limit || outbound.len() >= limit;
-    let older = more.then(|| {
-        format!("?before_in={}&before_out={}", next_in.unwrap_or(i64::MAX), next_out.unwrap_or(i64::MAX))
-    });
+    let older =
+        more.then(|| format!("?before_in={}&before_out={}", next_in.unwrap_or(i64::MAX), next_out.unwrap_or(i64::MAX)));
     Transcript { bubbles, older }
 }
 
@@ -215,13 +206,7 @@ fn tool_view(e: &ExecutionRecord) -> ToolView {
             format!("repetido {}×", e.replay_count)
         }
     });
-    ToolView {
-        tool: e.tool.clone(),
-        key: e.idempotency_key.clone(),
-        outcome,
-        note,
-        error: e.error.clone(),
-    }
+    ToolView { tool: e.tool.clone(), key: e.idempotency_key.clone(), outcome, note, error: e.error.clone() }
 }
 
 pub struct ActionView {
