@@ -2,8 +2,10 @@
 //! version (newest rows, recent status changes, handoff) changes, polled cheaply; the page's
 //! script then reloads the transcript and trace fragment.
 //!
-//! Invariant: each event's id is the version it announces, so a reconnecting browser
-//! (`Last-Event-ID`) is told only about changes it has not seen.
+//! Invariants: each event's id is the version it announces, so a reconnecting browser
+//! (`Last-Event-ID`) is told only about changes it has not seen; a stream ends by itself after
+//! [`STREAM_FOR`] (the browser reconnects at once), so an open page never holds a graceful
+//! shutdown back for long.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -26,6 +28,10 @@ use crate::tenant::Tenant;
 
 /// How often the version is read.
 const POLL_EVERY: Duration = Duration::from_millis(500);
+/// How long one stream lasts before the browser is asked to reconnect.
+const STREAM_FOR: Duration = Duration::from_secs(25);
+/// How soon the browser reconnects after a stream ends.
+const RECONNECT_AFTER: Duration = Duration::from_millis(500);
 
 /// A short token of a version (it travels in URLs and event ids).
 pub fn token(version: &ConversationVersion) -> String {
@@ -60,13 +66,18 @@ fn changes(
     conversation: ConversationId,
     seen: String,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures::stream::unfold((store, seen, true), move |(store, mut seen, first)| {
+    let ends = tokio::time::Instant::now() + STREAM_FOR;
+    let hello = futures::stream::once(async { Ok(Event::default().retry(RECONNECT_AFTER)) });
+    let updates = futures::stream::unfold((store, seen, true), move |(store, mut seen, first)| {
         let tenant = tenant.id;
         async move {
             if !first {
                 tokio::time::sleep(POLL_EVERY).await;
             }
             loop {
+                if tokio::time::Instant::now() >= ends {
+                    return None;
+                }
                 let version = match store.conversation_version(tenant, conversation).await {
                     Ok(v) => token(&v),
                     Err(e) => {
@@ -82,7 +93,8 @@ fn changes(
                 tokio::time::sleep(POLL_EVERY).await;
             }
         }
-    })
+    });
+    hello.chain(updates)
 }
 
 pub async fn script() -> impl IntoResponse {
