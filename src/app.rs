@@ -134,6 +134,8 @@ impl App {
                 }
                 None => (guided, menu),
             };
+            let customer = crate::handoff::HandoffGate::wrap(customer, &ctx);
+            // Outermost: "sair" is honored even while a person has the conversation.
             let customer = crate::privacy::OptOut::wrap(ctx.store.clone(), ctx.replier.clone(), customer);
             Arc::new(ByAudience { store: ctx.store.clone(), customer, merchant })
         })
@@ -229,6 +231,7 @@ impl App {
             wake_payments: wake_payments.clone(),
             csrf: crate::console::csrf_config(secure_cookies),
             secure_cookies,
+            handoff_idle: crate::jobs::to_delta(config.handoff_idle),
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;

@@ -64,6 +64,9 @@ const AGENT_HISTORY_TURNS: RangeInclusive<u64> = 1..=1_000;
 const AGENT_HISTORY_BUDGET_CHARS: RangeInclusive<u64> = 1..=4_000_000;
 /// One model call, retries included; past ten minutes the customer has given up.
 const LLM_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=600;
+/// A human handoff ends after this long without messages: at least a few minutes (a person
+/// types slowly), at most a day.
+const HANDOFF_IDLE_MINUTES: RangeInclusive<u64> = 5..=1_440;
 /// In-flight turns get this long on shutdown; supervisors kill a process long before an hour.
 const SHUTDOWN_GRACE_SECONDS: RangeInclusive<u64> = 1..=3_600;
 
@@ -181,6 +184,9 @@ pub struct Config {
     pub agent: AgentConfig,
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
+    /// `BALCAO_HANDOFF_IDLE_MINUTES`: a conversation a person took over stays with them until
+    /// this long passes without a message from either side; then the bot answers again.
+    pub handoff_idle: Duration,
 }
 
 /// All problems found, reported together so an operator fixes them in one go.
@@ -402,6 +408,8 @@ impl Config {
         };
         let shutdown_grace =
             Duration::from_secs(r.bounded("BALCAO_SHUTDOWN_GRACE_SECONDS", 20, SHUTDOWN_GRACE_SECONDS, "seconds"));
+        let handoff_idle =
+            Duration::from_secs(60 * r.bounded("BALCAO_HANDOFF_IDLE_MINUTES", 30, HANDOFF_IDLE_MINUTES, "minutes"));
         let log_format = match r.string("BALCAO_LOG_FORMAT").as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
@@ -429,6 +437,7 @@ impl Config {
             agent,
             shutdown_grace,
             log_format,
+            handoff_idle,
         })
     }
 }
@@ -527,6 +536,7 @@ mod tests {
         ("BALCAO_AGENT_HISTORY_BUDGET_CHARS", AGENT_HISTORY_BUDGET_CHARS),
         ("BALCAO_LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_SECONDS),
         ("BALCAO_SHUTDOWN_GRACE_SECONDS", SHUTDOWN_GRACE_SECONDS),
+        ("BALCAO_HANDOFF_IDLE_MINUTES", HANDOFF_IDLE_MINUTES),
     ];
 
     fn range_problems(err: &ConfigError, name: &str) -> usize {

@@ -22,6 +22,7 @@ pub mod config;
 pub mod console;
 pub mod deposits;
 pub mod domain;
+pub mod handoff;
 pub mod http;
 pub mod inbound;
 pub mod jobs;

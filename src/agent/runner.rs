@@ -11,7 +11,9 @@
 //!   crash gets `already_done`, never a second effect;
 //! - a turn's messages are recorded once, after its reply is in the outbox; history is trimmed
 //!   by whole turns, so a `tool_use` is never separated from its `tool_result`;
-//! - when the model provider fails after its retries, the customer still gets an answer.
+//! - when the model provider fails after its retries, the customer still gets an answer;
+//! - every model call of the turn (failed ones too) is recorded with the turn's history, in
+//!   the same transaction, for the console's trace.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,7 +30,7 @@ use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
 use crate::metrics::{Metrics, stop_label};
 use crate::outbox::Replier;
-use crate::store::{CatalogStore, HistoryStore, LedgerStore, Store};
+use crate::store::{CatalogStore, HistoryStore, LedgerStore, ModelCall, Store};
 use crate::whatsapp::OutboundMessage;
 
 /// WhatsApp text bodies hold 4,096 characters; longer answers go out in parts.
@@ -248,6 +250,7 @@ impl TurnHandler for AgentTurn {
         let single_tool_call = self.tools.iter().any(|t| t.spec().is_write());
 
         let mut answer = None;
+        let mut trace: Vec<ModelCall> = Vec::new();
         for _ in 0..self.settings.max_steps {
             let request = ModelRequest {
                 system_static: system_static.clone(),
@@ -260,7 +263,18 @@ impl TurnHandler for AgentTurn {
             let started = Instant::now();
             let response = self.model.complete(&request).await;
             let stop = response.as_ref().map_or("error", |r| stop_label(&r.stop));
-            self.metrics.observe_model_call(self.provider, stop, started.elapsed());
+            let elapsed = started.elapsed();
+            self.metrics.observe_model_call(self.provider, stop, elapsed);
+            trace.push(ModelCall {
+                turn_id: turn.id.0,
+                seq: trace.len() as i64,
+                provider: self.provider.to_owned(),
+                request_id: response.as_ref().ok().and_then(|r| r.request_id.clone()),
+                stop_reason: stop.to_owned(),
+                latency_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+                input_tokens: response.as_ref().map_or(0, |r| i64::try_from(r.input_tokens).unwrap_or(i64::MAX)),
+                output_tokens: response.as_ref().map_or(0, |r| i64::try_from(r.output_tokens).unwrap_or(i64::MAX)),
+            });
             let response = match response {
                 Ok(r) => r,
                 Err(e) if this_turn.len() == 1 => {
@@ -273,7 +287,7 @@ impl TurnHandler for AgentTurn {
                         blocks: vec![Block::Text { text: note }],
                         raw: None,
                     });
-                    return self.record(turn, &this_turn).await;
+                    return self.record(turn, &this_turn, &trace).await;
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "model unavailable mid-turn; answering without it");
@@ -327,20 +341,21 @@ impl TurnHandler for AgentTurn {
                 raw: None,
             });
         }
-        self.record(turn, &this_turn).await
+        self.record(turn, &this_turn, &trace).await
     }
 }
 
 impl AgentTurn {
-    async fn record(&self, turn: &Turn, messages: &[ChatMessage]) -> anyhow::Result<()> {
+    async fn record(&self, turn: &Turn, messages: &[ChatMessage], calls: &[ModelCall]) -> anyhow::Result<()> {
         self.store
-            .record_turn(
+            .record_turn_with_calls(
                 turn.tenant.id,
                 turn.conversation,
                 turn.id,
                 Some(&turn.lease),
                 self.provider,
                 messages,
+                calls,
                 self.store.db_time(Utc::now()),
             )
             .await

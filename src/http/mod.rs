@@ -55,6 +55,8 @@ pub struct AppState {
     pub csrf: axum_csrf::CsrfConfig,
     /// Cookies are `Secure` (the public URL is https).
     pub secure_cookies: bool,
+    /// How long a console takeover lasts without messages (`BALCAO_HANDOFF_IDLE_MINUTES`).
+    pub handoff_idle: chrono::TimeDelta,
 }
 
 impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {

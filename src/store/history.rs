@@ -1,4 +1,6 @@
-//! The model's conversation history, written once per turn.
+//! The model's conversation history, written once per turn, with the trace of the turn's
+//! model calls (`model_calls`) in the same transaction: a turn's calls are recorded exactly
+//! when its messages are, and a second write of the turn changes neither.
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -17,6 +19,21 @@ pub struct StoredMessage {
     pub message: ChatMessage,
 }
 
+/// One model call of a turn, as the console's trace shows it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct ModelCall {
+    pub turn_id: i64,
+    /// 0-based, in the order the calls were made.
+    pub seq: i64,
+    pub provider: String,
+    pub request_id: Option<String>,
+    /// `end_turn`, `tool_use`, `max_tokens`, `refusal`, `other`, or `error`.
+    pub stop_reason: String,
+    pub latency_ms: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+}
+
 #[allow(async_fn_in_trait)]
 pub trait HistoryStore {
     /// Whether this turn's messages were already written (its answer is then in the outbox).
@@ -33,6 +50,19 @@ pub trait HistoryStore {
         lease: Option<&Lease>,
         provider: &str,
         messages: &[ChatMessage],
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// [`Self::record_turn`] with the turn's model calls, written in the same transaction.
+    #[expect(clippy::too_many_arguments, reason = "one statement's parameters, each of a different kind")]
+    async fn record_turn_with_calls(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        turn: JobId,
+        lease: Option<&Lease>,
+        provider: &str,
+        messages: &[ChatMessage],
+        calls: &[ModelCall],
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
     /// Messages of the conversation's turns before `before`, oldest first, at most the last
@@ -68,6 +98,20 @@ impl HistoryStore for Store {
         messages: &[ChatMessage],
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
+        self.record_turn_with_calls(tenant, conversation, turn, lease, provider, messages, &[], now).await
+    }
+
+    async fn record_turn_with_calls(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        turn: JobId,
+        lease: Option<&Lease>,
+        provider: &str,
+        messages: &[ChatMessage],
+        calls: &[ModelCall],
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             if let Some(lease) = lease
@@ -95,6 +139,28 @@ impl HistoryStore for Store {
                 .bind(Json(message))
                 .bind(now)
                 .bind(lease.map(|l| l.attempt))
+                .execute(&mut *tx)
+                .await?;
+            }
+            for call in calls {
+                sqlx::query(
+                    "INSERT INTO model_calls
+                         (tenant_id, conversation_id, turn_id, seq, provider, request_id, stop_reason, latency_ms,
+                          input_tokens, output_tokens, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                     ON CONFLICT (tenant_id, turn_id, seq) DO NOTHING",
+                )
+                .bind(tenant.0)
+                .bind(conversation.0)
+                .bind(turn.0)
+                .bind(call.seq as i32)
+                .bind(&call.provider)
+                .bind(call.request_id.as_deref())
+                .bind(&call.stop_reason)
+                .bind(call.latency_ms)
+                .bind(call.input_tokens)
+                .bind(call.output_tokens)
+                .bind(now)
                 .execute(&mut *tx)
                 .await?;
             }

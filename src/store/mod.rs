@@ -24,7 +24,9 @@ mod agenda;
 mod appointments;
 mod catalog;
 mod charges;
+mod conversation_view;
 mod deposits;
+mod handoff;
 mod history;
 mod inbound;
 mod jobs;
@@ -52,8 +54,12 @@ pub use agenda::AgendaStore;
 pub use appointments::{BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
 pub use charges::{ChargeStore, NewCharge};
+pub use conversation_view::{
+    ActionRow, ChargeRow, ConversationSummary, ConversationVersion, ConversationViewStore, InboundRow, TurnRow,
+};
 pub use deposits::{DepositPayment, DepositStore};
-pub use history::{HistoryStore, StoredMessage};
+pub use handoff::{HandoffState, HandoffStore};
+pub use history::{HistoryStore, ModelCall, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use jobs::{JobStore, RunnableJobs};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};

@@ -1,0 +1,30 @@
+// Live conversation page: reloads the transcript and trace when the server says the
+// conversation changed (server-sent events). No build step, no dependencies.
+(function () {
+  "use strict";
+  var root = document.getElementById("live");
+  if (!root || !window.EventSource || !window.fetch) return;
+  var fragmentUrl = root.getAttribute("data-fragment") + window.location.search;
+  var eventsUrl = root.getAttribute("data-events") + "?v=" + encodeURIComponent(root.getAttribute("data-version"));
+  var loading = false;
+  var again = false;
+
+  function reload() {
+    if (loading) { again = true; return; }
+    loading = true;
+    fetch(fragmentUrl, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.text();
+      })
+      .then(function (html) { root.innerHTML = html; })
+      .catch(function () { /* the next event tries again */ })
+      .then(function () {
+        loading = false;
+        if (again) { again = false; reload(); }
+      });
+  }
+
+  var source = new EventSource(eventsUrl);
+  source.addEventListener("change", reload);
+})();

@@ -1,9 +1,0 @@
-//! (to be written)
-
-use axum::Router;
-
-use crate::http::AppState;
-
-pub fn routes() -> Router<AppState> {
-    Router::new()
-}

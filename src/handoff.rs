@@ -1,0 +1,153 @@
+//! Human handoff: a person at the business takes a customer's conversation over, and the bot
+//! stays quiet until they give it back or the conversation goes idle.
+//!
+//! Invariants:
+//! - while `handoff_until` is in the future a customer's turn completes without answering:
+//!   no model call, no reply (the messages stay in the transcript), and each customer message
+//!   pushes the end forward by the idle time, so a forgotten handoff ends by itself;
+//! - a customer who types "atendente" (whatever the case, accents or surrounding punctuation)
+//!   is told a person was called, the conversation is flagged and handed over, and the staff
+//!   are notified once per request: every message is keyed by the turn, so a retried turn
+//!   queues nothing twice;
+//! - only the customer-turn handler is wrapped: staff conversations and button clicks never
+//!   reach it, so they are never handed off.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use askama::Template;
+use async_trait::async_trait;
+use chrono::{TimeDelta, Utc};
+use unicode_normalization::UnicodeNormalization;
+
+use crate::app::HandlerContext;
+use crate::domain::ConversationId;
+use crate::inbound::{ContactIdentity, InboundMessage};
+use crate::jobs::{Turn, TurnHandler, to_delta};
+use crate::outbox::Replier;
+use crate::store::{HandoffStore, OutboxStore, Store, TenantStore};
+use crate::whatsapp::OutboundMessage;
+
+/// What the customer types to ask for a person, once normalized ([`normalize`]).
+const ASK_FOR_PERSON: &str = "atendente";
+
+/// The handoff's pt-BR texts.
+#[derive(Template)]
+#[template(path = "messages/handoff.txt")]
+struct Handoff<'a> {
+    text: HandoffText<'a>,
+}
+
+enum HandoffText<'a> {
+    /// The answer to "atendente".
+    Customer { business: &'a str },
+    /// To each staff number: who asked.
+    Staff { customer: &'a str },
+}
+
+fn render(text: HandoffText<'_>) -> anyhow::Result<String> {
+    Ok(Handoff { text }.render()?.trim().to_owned())
+}
+
+/// Lowercase, without accents, without surrounding spaces and punctuation.
+pub fn normalize(text: &str) -> String {
+    text.nfd()
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+        .collect::<String>()
+        .to_lowercase()
+        .trim_matches(|c: char| c.is_whitespace() || c.is_ascii_punctuation() || matches!(c, '¡' | '¿' | '…'))
+        .to_owned()
+}
+
+/// Whether the message asks for a person.
+fn asks_for_person(message: &InboundMessage) -> bool {
+    message.kind == "text" && message.body.as_deref().is_some_and(|b| normalize(b) == ASK_FOR_PERSON)
+}
+
+/// Wraps the customer-turn handler.
+pub struct HandoffGate {
+    store: Store,
+    replier: Replier,
+    idle: TimeDelta,
+    inner: Arc<dyn TurnHandler>,
+}
+
+impl HandoffGate {
+    pub fn wrap(inner: Arc<dyn TurnHandler>, ctx: &HandlerContext) -> Arc<dyn TurnHandler> {
+        Arc::new(Self {
+            store: ctx.store.clone(),
+            replier: ctx.replier.clone(),
+            idle: to_delta(ctx.config.handoff_idle),
+            inner,
+        })
+    }
+
+    /// Tells every staff number who asked for a person, once per request (the turn).
+    async fn notify_staff(&self, turn: &Turn) -> anyhow::Result<()> {
+        let tenant = &turn.tenant;
+        let phone = turn.contact.wa_id.as_ref().map(|p| p.as_str().to_owned());
+        let customer = match (turn.contact.profile_name.as_deref(), phone.as_deref()) {
+            (Some(name), Some(phone)) => format!("{name} ({phone})"),
+            (Some(name), None) => name.to_owned(),
+            (None, Some(phone)) => phone.to_owned(),
+            (None, None) => format!("O cliente da conversa {}", turn.conversation),
+        };
+        let text = OutboundMessage::text(render(HandoffText::Staff { customer: &customer })?)?;
+        let now = self.store.db_time(Utc::now());
+        let mut queued = false;
+        for staff in self.store.staff(tenant.id).await? {
+            let identity = ContactIdentity { wa_id: Some(staff), user_id: None, username: None, profile_name: None };
+            let conversation: ConversationId = self.store.ensure_conversation(tenant.id, &identity, now).await?;
+            let destination = self.replier.destination(tenant, conversation).await?;
+            let key = format!("handoff:{}:{}", turn.id, conversation);
+            if let Some(new) = destination.message(key, text.clone()) {
+                queued |= self.store.enqueue_outbound(&new, now).await?.is_some() && !new.local;
+            }
+        }
+        if queued {
+            self.replier.wake();
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TurnHandler for HandoffGate {
+    async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
+        let tenant = &turn.tenant;
+        let now = self.store.db_time(Utc::now());
+        let until = now + self.idle;
+        if turn.messages.iter().any(asks_for_person) {
+            self.store.request_handoff(tenant.id, turn.conversation, now, until).await?;
+            let answer = render(HandoffText::Customer { business: &tenant.name })?;
+            self.replier.reply(turn, 0, OutboundMessage::text(answer)?).await?;
+            self.notify_staff(turn).await.context("failed to notify the staff of a handoff request")?;
+            tracing::info!(conversation = %turn.conversation, "the customer asked for a person");
+            return Ok(());
+        }
+        let state = self.store.handoff_state(tenant.id, turn.conversation).await?;
+        if state.is_active(now) {
+            self.store.extend_handoff(tenant.id, turn.conversation, now, until).await?;
+            tracing::info!(conversation = %turn.conversation, "a person has the conversation; the bot stays quiet");
+            return Ok(());
+        }
+        self.inner.handle(turn).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+
+    #[test]
+    fn atendente_is_recognized_however_it_is_typed() {
+        for typed in
+            ["atendente", "Atendente", "  ATENDENTE!! ", "atendênte", "Atêndente.", "\"atendente\"", "¿atendente?"]
+        {
+            assert_eq!(normalize(typed), "atendente", "{typed:?}");
+        }
+        for other in ["atendentes", "quero um atendente", "aten dente", ""] {
+            assert_ne!(normalize(other), "atendente", "{other:?}");
+        }
+    }
+}

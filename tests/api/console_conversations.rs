@@ -1,0 +1,208 @@
+//! The console's conversation pages: the list, the transcript and per-turn trace (model calls
+//! recorded with the turn, ledger keys and replays), tenant scoping, escaping, live updates.
+
+use std::collections::BTreeMap;
+
+use balcao::domain::ConversationId;
+use balcao::store::{ConversationViewStore, LedgerStore};
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::agent::{agent_config, slot};
+use crate::common::{TestApp, TestDb};
+use crate::console::{Console, ConsoleApp, PASSWORD, field_value};
+use crate::contract;
+use crate::fake_model::{FakeModel, Reply, says};
+use crate::payloads::{bytes, envelope, text, text_payload};
+use crate::scenario::Scenario;
+
+/// An Anthropic response with its own request id and token counts.
+fn traced(request_id: &'static str, content: serde_json::Value, stop: &str, input: u64, output: u64) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![("request-id", request_id)],
+        body: json!({ "content": content, "stop_reason": stop, "usage": { "input_tokens": input, "output_tokens": output } }),
+        delay: std::time::Duration::ZERO,
+    }
+}
+
+/// The conversation of `wa_id` in the tenant.
+pub async fn conversation_of(db: &TestDb, tenant: balcao::domain::TenantId, wa_id: &str) -> i64 {
+    db.store
+        .conversations_page(tenant, 500, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.wa_id.as_deref() == Some(wa_id))
+        .map(|c| c.id)
+        .expect("a conversation")
+}
+
+/// What askama's HTML escaping makes of `s`.
+fn escaped(s: &str) -> String {
+    s.replace('&', "&#38;").replace('<', "&#60;").replace('>', "&#62;").replace('"', "&#34;").replace('\'', "&#39;")
+}
+
+contract!(the_trace_shows_model_calls_and_a_tool_call_replayed_twice, |db| async move {
+    let at = slot();
+    let fake = FakeModel::start(vec![]).await;
+    let s = Scenario::new(db).await;
+    let app = TestApp::spawn(db, agent_config(&fake, &[])).await;
+    let book = |id: &str| {
+        json!([{ "type": "tool_use", "id": id, "name": "create_booking",
+                 "input": { "service_id": s.corte, "professional_id": s.ze, "starts_at": at } }])
+    };
+    // Turn 1: the model books, then asks for the same booking again (a replay), then answers.
+    fake.push(traced("req_first_1", book("toolu_1"), "tool_use", 321, 45));
+    fake.push(traced("req_first_2", book("toolu_2"), "tool_use", 400, 46));
+    fake.push(traced("req_first_3", json!([{ "type": "text", "text": "Marcado!" }]), "end_turn", 500, 7));
+    app.post_webhook(&bytes(&text_payload("wamid.t1", "5511999990001", "marca um corte"))).await;
+    app.drain_turns().await;
+    // Turn 2: the same booking asked once more.
+    fake.push(traced("req_second_1", book("toolu_3"), "tool_use", 600, 8));
+    fake.push(says("Já estava marcado."));
+    app.post_webhook(&bytes(&text_payload("wamid.t2", "5511999990001", "marca de novo"))).await;
+    app.drain_turns().await;
+
+    let id = conversation_of(db, s.tenant.id, "5511999990001").await;
+    let calls = db.store.model_calls_from(s.tenant.id, ConversationId(id), 0).await.unwrap();
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert_eq!(calls[0].request_id.as_deref(), Some("req_first_1"));
+    assert_eq!((calls[0].stop_reason.as_str(), calls[0].input_tokens, calls[0].output_tokens), ("tool_use", 321, 45));
+    assert_eq!(calls[2].stop_reason, "end_turn");
+    assert_eq!(calls.iter().map(|c| c.seq).collect::<Vec<_>>(), [0, 1, 2, 0, 1]);
+    let ledger = db.store.executions_of_conversation(s.tenant.id, ConversationId(id)).await.unwrap();
+    assert_eq!(ledger.len(), 1, "one booking, one ledger row");
+    assert_eq!(ledger[0].replay_count, 2);
+
+    let console = Console::login_new(db, &app.url, "dono@barbearia.com", &s.tenant.slug).await;
+    let page = console.get(&format!("/admin/{}/conversations/{id}", s.tenant.slug)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    for expected in ["req_first_1", "req_first_3", "req_second_1", "tool_use", "end_turn", "321/45", "600/8"] {
+        assert!(page.body.contains(expected), "{expected} missing");
+    }
+    assert!(page.body.contains(&escaped(&ledger[0].idempotency_key)), "the ledger key is shown");
+    assert!(page.body.contains("repetido 2×, executado 1×"), "{}", page.body);
+    assert!(page.body.contains("Marcado!") && page.body.contains("marca um corte"), "the transcript");
+    // The fragment the page's script reloads has the same trace.
+    let fragment = console.get(&format!("/admin/{}/conversations/{id}/fragment", s.tenant.slug)).await;
+    assert!(fragment.body.contains("repetido 2×, executado 1×") && !fragment.body.contains("<html"));
+
+    let list = console.get(&format!("/admin/{}/conversations", s.tenant.slug)).await;
+    assert!(list.body.contains(&format!("/conversations/{id}\"")), "{}", list.body);
+});
+
+contract!(another_tenants_conversation_is_not_found_and_a_stranger_is_sent_to_login, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let other = db.tenant_with("999000111", "outra-loja", None).await;
+    s.app
+        .post_webhook(&bytes(&envelope("999000111", "5511999990002", vec![text("wamid.o1", "5511999990002", "oi")])))
+        .await;
+    s.app.post_webhook(&bytes(&text_payload("wamid.m1", "5511999990003", "olá"))).await;
+    let theirs = conversation_of(db, other.id, "5511999990002").await;
+    let mine = conversation_of(db, s.tenant.id, "5511999990003").await;
+    let console = Console::login_new(db, &s.app.url, "a@b.com", &s.tenant.slug).await;
+    assert_eq!(console.get(&format!("/admin/{}/conversations/{mine}", s.tenant.slug)).await.status, StatusCode::OK);
+    for path in ["", "/fragment", "/events"] {
+        let page = console.get(&format!("/admin/{}/conversations/{theirs}{path}", s.tenant.slug)).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
+        let page = console.get(&format!("/admin/outra-loja/conversations/{theirs}{path}")).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{path}");
+    }
+    for action in ["handoff", "release"] {
+        let page = console.post(&format!("/admin/{}/conversations/{theirs}/{action}", s.tenant.slug), &[]).await;
+        assert_eq!(page.status, StatusCode::NOT_FOUND, "{action}");
+    }
+    let key = "0123456789abcdef0123456789abcdef";
+    let page = console
+        .post(&format!("/admin/{}/conversations/{theirs}/reply", s.tenant.slug), &[("text", "oi"), ("reply_key", key)])
+        .await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(
+        db.store.conversation_summary(other.id, ConversationId(theirs)).await.unwrap().unwrap().handoff_until.is_none()
+    );
+
+    let stranger = Console::new(&s.app.url);
+    for path in ["/admin/barbearia/conversations".to_owned(), format!("/admin/barbearia/conversations/{mine}")] {
+        let page = stranger.get(&path).await;
+        assert_eq!(page.location.as_deref(), Some("/admin/login"), "{path}");
+    }
+});
+
+contract!(html_in_a_message_and_a_name_is_escaped_on_both_pages, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    let mut payload = text_payload("wamid.x1", "5511999990004", "<img src=x onerror=alert(1)>");
+    payload["entry"][0]["changes"][0]["value"]["contacts"][0]["profile"]["name"] = json!("<b>Zé</b>");
+    assert_eq!(s.app.post_webhook(&bytes(&payload)).await.status(), 200);
+    let id = conversation_of(db, s.tenant.id, "5511999990004").await;
+    let console = Console::login_new(db, &s.app.url, "a@b.com", &s.tenant.slug).await;
+    let list = console.get(&format!("/admin/{}/conversations", s.tenant.slug)).await;
+    let page = console.get(&format!("/admin/{}/conversations/{id}", s.tenant.slug)).await;
+    for body in [&list.body, &page.body] {
+        assert!(!body.contains("<b>") && body.contains(&escaped("<b>Zé</b>")), "{body}");
+        assert!(!body.contains("<img"), "{body}");
+    }
+    assert!(page.body.contains(&escaped("<img src=x onerror=alert(1)>")), "{}", page.body);
+});
+
+/// Logs `email` in with a plain client and returns its cookie header (for a streaming request).
+async fn cookies_after_login(base: &str, email: &str) -> String {
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let mut jar: BTreeMap<String, String> = BTreeMap::new();
+    let keep = |jar: &mut BTreeMap<String, String>, r: &reqwest::Response| {
+        for v in r.headers().get_all("set-cookie") {
+            let pair = v.to_str().unwrap().split(';').next().unwrap();
+            let (k, v) = pair.split_once('=').unwrap();
+            jar.insert(k.to_owned(), v.to_owned());
+        }
+    };
+    let header =
+        |jar: &BTreeMap<String, String>| jar.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ");
+    let form = http.get(format!("{base}/admin/login")).send().await.unwrap();
+    keep(&mut jar, &form);
+    let token = field_value(&form.text().await.unwrap(), "authenticity_token").unwrap();
+    let login = http
+        .post(format!("{base}/admin/login"))
+        .header("cookie", header(&jar))
+        .form(&[("authenticity_token", token.as_str()), ("email", email), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::SEE_OTHER);
+    keep(&mut jar, &login);
+    header(&jar)
+}
+
+contract!(the_events_stream_announces_a_new_message, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    s.app.post_webhook(&bytes(&text_payload("wamid.e1", "5511999990005", "oi"))).await;
+    let id = conversation_of(db, s.tenant.id, "5511999990005").await;
+    let console = Console::login_new(db, &s.app.url, "a@b.com", &s.tenant.slug).await;
+    let page = console.get(&format!("/admin/{}/conversations/{id}", s.tenant.slug)).await;
+    let at = page.body.find("data-version=\"").unwrap() + 14;
+    let version = &page.body[at..at + page.body[at..].find('"').unwrap()];
+
+    let cookie = cookies_after_login(&s.app.url, "a@b.com").await;
+    let mut stream = reqwest::Client::new()
+        .get(format!("{}/admin/{}/conversations/{id}/events?v={version}", s.app.url, s.tenant.slug))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert!(stream.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    s.app.post_webhook(&bytes(&text_payload("wamid.e2", "5511999990005", "chegou mais uma"))).await;
+    let mut seen = String::new();
+    let found = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("event: change") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "no change event: {seen:?}");
+    assert!(!seen.contains(&format!("data: {version}\n")), "the event carries the new version");
+});
