@@ -15,6 +15,8 @@ mod chat;
 mod cli;
 mod concurrency;
 pub mod console;
+mod console_agenda;
+mod console_operations;
 mod deposits;
 mod guided;
 mod hardening;
