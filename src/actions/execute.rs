@@ -72,7 +72,7 @@ impl Tool for ExecuteAction {
                 book(&self.store, call, *service_id, *professional_id, *starts_at).await
             }
             ActionPayload::Move { booking_id, starts_at } => {
-                move_booking(&self.store, call, *booking_id, *starts_at).await
+                move_booking(&self.store, call, *booking_id, *starts_at, None).await
             }
             ActionPayload::Charge { customer_phone, amount, description } => {
                 let order = ChargeOrder {

@@ -48,13 +48,14 @@ pub struct SettleWith<'a> {
     pub render: &'a (dyn Fn(&Appointment) -> Value + Send + Sync),
 }
 
-/// A move of an appointment to a new block, keyed from then on by `key` (the create key of
-/// the new slot).
+/// A move of an appointment to a new block (with `professional_id`, the same one or
+/// another), keyed from then on by `key` (the create key of the new slot).
 #[derive(Debug, Clone)]
 pub struct Move<'a> {
     pub tenant: TenantId,
     pub contact: ContactId,
     pub id: i64,
+    pub professional_id: i64,
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
     pub key: &'a LedgerKey,
@@ -405,7 +406,8 @@ impl BookingStore for Store {
             // From now on it is keyed by its new slot, so asking to book that slot finds it.
             release_active!(tx, pool, to.tenant, to.contact, to.id, settle, now);
             sqlx::query_as(concat!(
-                "UPDATE appointments SET starts_at = $1, ends_at = $2, idempotency_key = $3, updated_at = $4
+                "UPDATE appointments SET starts_at = $1, ends_at = $2, idempotency_key = $3, updated_at = $4,
+                     professional_id = $7
                  WHERE tenant_id = $5 AND id = $6 RETURNING ",
                 appointment_columns!()
             ))
@@ -415,6 +417,7 @@ impl BookingStore for Store {
             .bind(now)
             .bind(to.tenant.0)
             .bind(to.id)
+            .bind(to.professional_id)
             .fetch_one(&mut *tx)
             .await
             .map_err(overlap_or)?

@@ -25,6 +25,8 @@ mod appointments;
 mod catalog;
 mod charges;
 mod conversation_view;
+mod console_agenda;
+mod console_ops;
 mod deposits;
 mod handoff;
 mod history;
@@ -57,6 +59,8 @@ pub use charges::{ChargeStore, NewCharge};
 pub use conversation_view::{
     ActionRow, ChargeRow, ConversationSummary, ConversationVersion, ConversationViewStore, InboundRow, TurnRow,
 };
+pub use console_agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};
+pub use console_ops::{ChargeEntry, ConsoleOpsStore, DeadJob, FailedSend, Retry};
 pub use deposits::{DepositPayment, DepositStore};
 pub use handoff::{HandoffState, HandoffStore};
 pub use history::{HistoryStore, ModelCall, StoredMessage};

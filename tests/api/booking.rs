@@ -319,6 +319,7 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
                 tenant: s.tenant.id,
                 contact: c.contact,
                 id: fresh.id,
+                professional_id: s.ze,
                 starts_at: at(17, 30),
                 ends_at: at(18, 10),
                 key: &LedgerKey::from_stored("k6".into()),

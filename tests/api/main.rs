@@ -16,6 +16,8 @@ mod cli;
 mod concurrency;
 pub mod console;
 mod console_conversations;
+mod console_agenda;
+mod console_operations;
 mod deposits;
 mod guided;
 mod handoff;

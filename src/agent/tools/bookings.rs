@@ -378,17 +378,19 @@ impl Tool for RescheduleBooking {
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let id = call.args.i64("booking_id").unwrap_or_default();
-        move_booking(&self.store, call, id, starts_at(call)?).await
+        move_booking(&self.store, call, id, starts_at(call)?, None).await
     }
 }
 
-/// Moves the call's customer's booking `id` to `start` in the call's atomic phase:
-/// `reschedule_booking`, and a confirmed `move` action.
+/// Moves the call's customer's booking `id` to `start` (with `professional`, or the same one)
+/// in the call's atomic phase: `reschedule_booking`, a confirmed `move` action, and the
+/// console's move.
 pub(crate) async fn move_booking(
     store: &Store,
     call: &ToolCall<'_>,
     id: i64,
     start: DateTime<Utc>,
+    professional: Option<i64>,
 ) -> Result<Value, ToolFailure> {
     let ctx = call.ctx;
     let Some(attempt) = call.attempt else {
@@ -397,16 +399,18 @@ pub(crate) async fn move_booking(
     let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
     let render = renderer(call, services, professionals);
     let current = customer_booking(store, call, id).await?;
-    if current.starts_at == start {
+    let professional_id = professional.unwrap_or(current.professional_id);
+    if current.starts_at == start && current.professional_id == professional_id {
         return Ok(render(&current));
     }
-    let wanted = Wanted { service_id: current.service_id, professional_id: current.professional_id, start };
+    let wanted = Wanted { service_id: current.service_id, professional_id, start };
     check_offered(store, call, wanted).await?;
-    let key = create_key(ctx, current.professional_id, start)?;
+    let key = create_key(ctx, professional_id, start)?;
     let to = Move {
         tenant: ctx.tenant.id,
         contact: ctx.customer,
         id,
+        professional_id,
         starts_at: start,
         ends_at: start + (current.ends_at - current.starts_at),
         key: &key,

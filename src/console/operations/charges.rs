@@ -1,0 +1,178 @@
+//! `/admin/{slug}/charges`: every charge, newest first, and the paid total of each of the last
+//! 30 local days as a bar chart (SVG drawn by the template from bars computed here).
+
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum_csrf::CsrfToken;
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use chrono_tz::Tz;
+
+use super::LIST_LIMIT;
+use crate::console::agenda::detail_support::at;
+use crate::console::agenda::{day_start, today};
+use crate::console::auth::{Admin, csrf_field};
+use crate::console::error::ConsoleError;
+use crate::console::page::{Nav, Section, render};
+use crate::domain::Cents;
+use crate::http::AppState;
+use crate::store::ConsoleOpsStore;
+
+/// Days in the chart, today included.
+const CHART_DAYS: u64 = 30;
+const BAR_WIDTH: i64 = 18;
+const BAR_GAP: i64 = 4;
+const CHART_HEIGHT: i64 = 120;
+
+pub struct ChargeRow {
+    pub id: i64,
+    pub status: String,
+    pub status_label: &'static str,
+    pub amount: String,
+    pub customer: String,
+    pub phone: String,
+    pub description: String,
+    pub txid: String,
+    pub gateway: String,
+    pub created: String,
+    pub paid: String,
+    pub appointment_href: Option<String>,
+}
+
+/// One day's bar: geometry in SVG units, the day and its total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bar {
+    pub x: i64,
+    pub y: i64,
+    pub height: i64,
+    pub date: String,
+    pub label: String,
+    pub cents: i64,
+    pub amount: String,
+}
+
+pub struct Chart {
+    pub bars: Vec<Bar>,
+    pub width: i64,
+    pub height: i64,
+    pub total_cents: i64,
+    pub total: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/charges.html")]
+struct ChargesPage {
+    nav: Nav,
+    charges: Vec<ChargeRow>,
+    chart: Chart,
+}
+
+fn status_label(status: &str) -> &'static str {
+    match status {
+        "pending" => "aguardando",
+        "paid" => "paga",
+        "expired" => "expirada",
+        "cancelled" => "cancelada",
+        _ => "outra",
+    }
+}
+
+/// Sums `paid` (instant, cents) into the `days` local days ending with `last`, and lays the
+/// bars out (the tallest fills the chart; a day with payments is never drawn empty).
+pub fn chart(tz: Tz, last: NaiveDate, days: u64, paid: &[(DateTime<Utc>, i64)]) -> Chart {
+    let first = last.checked_sub_days(Days::new(days.saturating_sub(1))).unwrap_or(last);
+    let dates: Vec<NaiveDate> = first.iter_days().take(days as usize).collect();
+    let mut totals = vec![0_i64; dates.len()];
+    for (when, cents) in paid {
+        let day = when.with_timezone(&tz).date_naive();
+        if let Some(i) = dates.iter().position(|d| *d == day) {
+            totals[i] += cents;
+        }
+    }
+    let max = totals.iter().copied().max().unwrap_or(0).max(1);
+    let bars = dates
+        .iter()
+        .zip(&totals)
+        .enumerate()
+        .map(|(i, (d, cents))| {
+            let height = if *cents > 0 { (cents * CHART_HEIGHT / max).max(2) } else { 0 };
+            Bar {
+                x: i as i64 * (BAR_WIDTH + BAR_GAP),
+                y: CHART_HEIGHT - height,
+                height,
+                date: d.format("%Y-%m-%d").to_string(),
+                label: d.format("%d/%m").to_string(),
+                cents: *cents,
+                amount: Cents(*cents).to_string(),
+            }
+        })
+        .collect();
+    let total_cents = totals.iter().sum();
+    Chart {
+        bars,
+        width: dates.len() as i64 * (BAR_WIDTH + BAR_GAP),
+        height: CHART_HEIGHT,
+        total_cents,
+        total: Cents(total_cents).to_string(),
+    }
+}
+
+pub async fn page(
+    State(state): State<AppState>,
+    admin: Admin,
+    token: CsrfToken,
+    Path(slug): Path<String>,
+) -> Result<Response, ConsoleError> {
+    let tenant = admin.tenant(&state, &slug).await?;
+    let nav = Nav::new(&admin, &tenant, csrf_field(&token)?, Section::Charges);
+    let tz = tenant.timezone;
+    let last = today(tz);
+    let first = last.checked_sub_days(Days::new(CHART_DAYS - 1)).unwrap_or(last);
+    let end = last.checked_add_days(Days::new(1)).unwrap_or(last);
+    let paid = state.store.paid_amounts(tenant.id, day_start(tz, first), day_start(tz, end)).await?;
+    let charges = state
+        .store
+        .charge_entries(tenant.id, LIST_LIMIT)
+        .await?
+        .into_iter()
+        .map(|c| ChargeRow {
+            id: c.id,
+            status_label: status_label(&c.status),
+            status: c.status,
+            amount: Cents(c.amount_cents).to_string(),
+            customer: c.customer.unwrap_or_default(),
+            phone: c.customer_phone,
+            description: c.description,
+            txid: c.txid,
+            gateway: c.gateway,
+            created: at(tz, c.created_at),
+            paid: c.paid_at.map(|t| at(tz, t)).unwrap_or_default(),
+            appointment_href: c.appointment_id.map(|id| nav.href(&format!("appointments/{id}"))),
+        })
+        .collect();
+    let page = ChargesPage { charges, chart: chart(tz, last, CHART_DAYS, &paid), nav };
+    Ok((token, render(&page)?).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn bars_sum_each_local_day_and_scale_to_the_tallest() {
+        let tz: Tz = "America/Sao_Paulo".parse().unwrap_or(Tz::UTC);
+        let last = NaiveDate::from_ymd_opt(2026, 3, 10).unwrap_or_default();
+        let t = |d, h| Utc.with_ymd_and_hms(2026, 3, d, h, 0, 0).single().unwrap_or_default();
+        // 02:00 UTC on the 10th is still the 9th in São Paulo; the 1st is outside 3 days.
+        let paid = [(t(10, 2), 1000), (t(9, 15), 500), (t(10, 15), 3000), (t(1, 15), 999)];
+        let c = chart(tz, last, 3, &paid);
+        let cents: Vec<i64> = c.bars.iter().map(|b| b.cents).collect();
+        assert_eq!(cents, [0, 1500, 3000]);
+        assert_eq!((c.total_cents, c.total.as_str()), (4500, "R$ 45,00"));
+        assert_eq!(c.bars[2].height, CHART_HEIGHT);
+        assert_eq!(c.bars[1].height, CHART_HEIGHT / 2);
+        assert_eq!((c.bars[0].height, c.bars[0].y), (0, CHART_HEIGHT));
+    }
+}
