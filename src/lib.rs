@@ -33,6 +33,7 @@ pub mod outbox;
 pub mod payments;
 pub mod pix;
 pub mod reminders;
+pub mod simulator;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;

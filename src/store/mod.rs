@@ -32,6 +32,7 @@ mod ledger;
 mod menu;
 mod outbox;
 mod payments;
+mod simulator;
 mod tenants;
 
 use std::str::FromStr;
@@ -58,6 +59,7 @@ pub use jobs::{JobStore, RunnableJobs};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
+pub use simulator::SimulatorStore;
 pub use payments::{NewPaymentEvent, PaymentStore};
 pub use tenants::TenantStore;
 

@@ -32,5 +32,6 @@ mod pix_bacen;
 mod pix_psp;
 mod reminders;
 mod scenario;
+mod simulator_page;
 mod tenants;
 mod webhook;
