@@ -239,8 +239,8 @@ fn render(message: &OutboundMessage, choices: &mut Vec<Choice>, out: &mut impl W
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::domain::Cents;
+    use serde_json::json;
 
     fn rendered(message: &OutboundMessage) -> (String, Vec<Choice>) {
         let mut choices = Vec::new();

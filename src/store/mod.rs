@@ -59,8 +59,8 @@ pub use jobs::{JobStore, RunnableJobs};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
-pub use simulator::SimulatorStore;
 pub use payments::{NewPaymentEvent, PaymentStore};
+pub use simulator::SimulatorStore;
 pub use tenants::TenantStore;
 
 use crate::domain::DatabaseUrl;

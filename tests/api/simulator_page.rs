@@ -65,9 +65,13 @@ contract!(outside_local_mode_the_simulator_is_closed_without_a_login, |db| async
     assert_eq!(send(&live, body.clone()).await.status(), StatusCode::FORBIDDEN);
     let events = "/simulator/api/tenants/barbearia/events?wa_id=%2B5511999990001";
     assert_eq!(live.get(events).await.status(), StatusCode::FORBIDDEN);
-    assert_eq!(db.store.count_inbound(db.store.tenant_by_slug("barbearia").await.unwrap().unwrap().id).await.unwrap(), 0);
+    assert_eq!(
+        db.store.count_inbound(db.store.tenant_by_slug("barbearia").await.unwrap().unwrap().id).await.unwrap(),
+        0
+    );
 
-    let with_token = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[("BALCAO_ADMIN_TOKEN", "let-me-in")])).await;
+    let with_token =
+        TestApp::spawn(db, test_config("http://127.0.0.1:9", &[("BALCAO_ADMIN_TOKEN", "let-me-in")])).await;
     assert_eq!(send(&with_token, body.clone()).await.status(), StatusCode::UNAUTHORIZED);
     let ok = with_token
         .http

@@ -124,7 +124,11 @@ impl Browser {
     async fn fail(&self, what: &str) -> ! {
         let shot = self.screenshot("timeout").await;
         let text = self.client.execute("return document.body.innerText", vec![]).await.unwrap_or(Value::Null);
-        panic!("timed out waiting for {what} (screenshot {}); the page reads:\n{}", shot.display(), text.as_str().unwrap_or("?"));
+        panic!(
+            "timed out waiting for {what} (screenshot {}); the page reads:\n{}",
+            shot.display(),
+            text.as_str().unwrap_or("?")
+        );
     }
 
     /// Waits until the JavaScript expression `condition` (a function body's `return` value,
@@ -160,7 +164,8 @@ impl Browser {
 
     /// Waits until some element matching `css` contains `text`.
     pub async fn wait_for_text(&self, css: &str, text: &str) {
-        let script = "return [...document.querySelectorAll(arguments[0])].some(e => e.textContent.includes(arguments[1]))";
+        let script =
+            "return [...document.querySelectorAll(arguments[0])].some(e => e.textContent.includes(arguments[1]))";
         self.wait_until(&format!("{text:?} in {css}"), script, vec![json!(css), json!(text)]).await;
     }
 

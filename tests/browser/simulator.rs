@@ -39,9 +39,11 @@ async fn say(b: &Browser, text: &str) {
 /// Waits until the page's event stream is open for `wa_id` (digits).
 async fn connected(b: &Browser, wa_id: &str) {
     let key = format!("{SLUG}|{wa_id}");
-    b.wait_until(&format!("the chat with {wa_id}"), "return document.body.dataset.connected === arguments[0]", vec![
-        json!(key),
-    ])
+    b.wait_until(
+        &format!("the chat with {wa_id}"),
+        "return document.body.dataset.connected === arguments[0]",
+        vec![json!(key)],
+    )
     .await;
 }
 
@@ -56,7 +58,9 @@ contract!(a_customer_books_through_the_menu_buttons, |db| async move {
     // What the customer types is shown as text, never as markup.
     say(&b, "<i>oi</i>").await;
     let menu = next_choices(&b, 0).await;
-    let sent = b.eval("return [...document.querySelectorAll('.msg.out')].map(e => [e.textContent, e.children.length])", vec![]).await;
+    let sent = b
+        .eval("return [...document.querySelectorAll('.msg.out')].map(e => [e.textContent, e.children.length])", vec![])
+        .await;
     assert_eq!(sent, json!([["<i>oi</i>", 0]]));
     assert_eq!(choices(&b, menu).await, ["g:book", "g:mine"]);
     b.screenshot("2-menu").await;
@@ -124,7 +128,12 @@ contract!(a_merchant_charges_and_the_customer_pays, |db| async move {
     b.click("#as-customer").await;
     connected(&b, "5511999990001").await;
     b.wait_for(".copia-e-cola").await;
-    b.wait_until("the QR image", "const i = document.querySelector('img.qr'); return i && i.complete && i.naturalWidth > 0", vec![]).await;
+    b.wait_until(
+        "the QR image",
+        "const i = document.querySelector('img.qr'); return i && i.complete && i.naturalWidth > 0",
+        vec![],
+    )
+    .await;
     let code = b.eval("return document.querySelector('.copia-e-cola').textContent", vec![]).await;
     assert!(code.as_str().is_some_and(|c| c.starts_with("000201")), "{code}");
     b.screenshot("4-customer-pix").await;

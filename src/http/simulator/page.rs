@@ -68,11 +68,10 @@ pub async fn page(
 /// The page's script and stylesheet.
 pub async fn asset(Path(file): Path<String>) -> Response {
     match file.as_str() {
-        "simulator.js" => (
-            [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-            include_str!("../../../assets/simulator.js"),
-        )
-            .into_response(),
+        "simulator.js" => {
+            ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../../../assets/simulator.js"))
+                .into_response()
+        }
         "simulator.css" => {
             ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../../assets/simulator.css"))
                 .into_response()

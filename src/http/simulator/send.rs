@@ -87,12 +87,8 @@ pub async fn send(
         .map_err(|e| ApiError::Internal(e.into()))?;
     let mut signed = HeaderMap::new();
     let signature = sign(state.app_secret.expose().as_bytes(), &body);
-    signed.insert(
-        "x-hub-signature-256",
-        HeaderValue::from_str(&signature).map_err(|e| ApiError::Internal(e.into()))?,
-    );
-    let status =
-        crate::http::whatsapp_webhook::receive(State(state.clone()), signed, Bytes::from(body)).await?;
+    signed.insert("x-hub-signature-256", HeaderValue::from_str(&signature).map_err(|e| ApiError::Internal(e.into()))?);
+    let status = crate::http::whatsapp_webhook::receive(State(state.clone()), signed, Bytes::from(body)).await?;
     if status != StatusCode::OK {
         return Err(ApiError::Internal(anyhow::anyhow!("the webhook answered {status}")).into());
     }
