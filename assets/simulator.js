@@ -4,6 +4,12 @@
 //
 // Every piece of data is shown with textContent, never parsed as HTML: names, texts, titles and
 // codes come from customers and merchants.
+//
+// Hooks for tests (keep them stable): #tenant, #from, #name, #as-customer, #as-staff, #open,
+// #text, #send, #messages; .msg.in[data-id] is a bot message (the outbox row id), .msg.out what
+// this phone sent; button.reply[data-id] and .list-row[data-id] are its choices; .copia-e-cola,
+// img.qr and button.mark-paid[data-charge] a Pix charge; body[data-connected="slug|digits"]
+// once the event stream is open.
 (function () {
   "use strict";
 

@@ -208,3 +208,28 @@ contract!(the_qr_image_is_drawn_only_for_a_pix_code, |db| async move {
     let forged = app.http.get(qr("https://example.com/phish")).send().await.unwrap();
     assert_eq!(forged.status(), StatusCode::BAD_REQUEST);
 });
+
+// An open browser tab must not hold a shutdown: the stream ends when the server stops.
+contract!(the_event_stream_ends_when_the_server_stops, |db| async move {
+    Scenario::with_merchant(db).await;
+    let app = balcao::app::App::build(local_test_config("http://127.0.0.1:9", &[]), db.store.clone()).await.unwrap();
+    let url = format!("http://{}", app.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(app.run_until_stopped(async move {
+        let _ = stopped.await;
+    }));
+    let mut stream = reqwest::Client::new()
+        .get(format!("{url}/simulator/api/tenants/barbearia/events?wa_id=%2B5511999990001"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    stop.send(()).unwrap();
+    // A guard against a hang, not a measure: shutdown waits on open responses.
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+        server.await
+    })
+    .await;
+    ended.expect("the server waited on the event stream").unwrap().unwrap();
+});
