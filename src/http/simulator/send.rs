@@ -7,6 +7,10 @@
 //! signature over the raw bytes, stores the message (deduplicated by its id), enqueues the turn
 //! and wakes the workers. We call the handler in-process rather than posting over loopback:
 //! same code, no need to know our own address, and the caller's access was already checked.
+//!
+//! A tap names the message it answers (`context.id`) as WhatsApp does: the outbox row's wamid
+//! when it was sent, else (local mode, nothing sent) `wamid.local.<row id>`; intake stores it
+//! and nothing relies on it matching.
 
 use axum::Json;
 use axum::body::Bytes;
