@@ -74,6 +74,9 @@ pub struct App {
     replier: Replier,
     gateways: Arc<Gateways>,
     wake_payments: Arc<Notify>,
+    /// Cancelled when the server starts shutting down: ends long-lived responses (the
+    /// simulator's event streams), so a graceful shutdown does not wait on open browser tabs.
+    stopping: CancellationToken,
     pub store: Store,
     pub metrics: Metrics,
 }
@@ -216,6 +219,7 @@ impl App {
             local_mode,
         );
         let secure_cookies = config.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+        let stopping = CancellationToken::new();
         let state = AppState {
             store: store.clone(),
             tenants: Default::default(),
@@ -232,6 +236,7 @@ impl App {
             csrf: crate::console::csrf_config(secure_cookies),
             secure_cookies,
             handoff_idle: crate::jobs::to_delta(config.handoff_idle),
+            stopping: stopping.clone(),
         };
         let listener =
             TcpListener::bind(config.addr).await.with_context(|| format!("failed to bind {}", config.addr))?;
@@ -247,6 +252,7 @@ impl App {
             replier,
             gateways,
             wake_payments,
+            stopping,
         })
     }
 
@@ -354,13 +360,14 @@ impl App {
             pool
         });
         tracing::info!(addr = %self.listener.local_addr()?, backend = self.store.backend(), "balcão is listening");
-        let http_stop = stop.clone();
+        let (http_stop, streams) = (stop.clone(), self.stopping.clone());
         axum::serve(self.listener, self.router)
             .with_graceful_shutdown(async move {
                 tokio::select! {
                     () = shutdown => {}
                     () = http_stop.cancelled() => {}
                 }
+                streams.cancel();
             })
             .await
             .context("HTTP server failed")?;

@@ -1,6 +1,7 @@
 //! `balcao chat`: be a customer of a tenant from the terminal, against a running server,
 //! without a WhatsApp account. Each line becomes a signed webhook payload (as Meta would send
-//! it); replies are read back from the outbox through the simulator API. Lists, buttons and a
+//! it, built by `crate::simulator::payload`, the web simulator's builder too); replies are read back
+//! from the outbox through the simulator API. Lists, buttons and a
 //! template's quick replies are shown as numbered choices: typing the number clicks it (a quick
 //! reply comes back as a `type: button` message, as Meta sends it).
 
@@ -8,9 +9,10 @@ use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::domain::Secret;
+use crate::simulator::payload::{self, Content, Reply, ReplyKind};
 use crate::whatsapp::OutboundMessage;
 use crate::whatsapp::signature::sign;
 
@@ -30,41 +32,16 @@ pub struct ChatSession {
 
 /// A choice the customer can click.
 struct Choice {
-    kind: ChoiceKind,
+    kind: ReplyKind,
     id: String,
     title: String,
 }
 
-#[derive(Clone, Copy)]
-enum ChoiceKind {
-    /// `interactive.button_reply`
-    Button,
-    /// `interactive.list_reply`
-    ListRow,
-    /// A template's quick reply: `type: button` with `button.payload` and `button.text`.
-    QuickReply,
-}
-
 impl Choice {
     /// The `messages[]` element Meta would send for a click on this choice.
-    fn message(&self, from: &str, wamid: &str, timestamp: &str) -> Value {
-        let mut m = json!({ "from": from, "id": wamid, "timestamp": timestamp });
-        let reply = |kind: &str| json!({ "type": kind, kind: { "id": self.id, "title": self.title } });
-        match self.kind {
-            ChoiceKind::Button => {
-                m["type"] = json!("interactive");
-                m["interactive"] = reply("button_reply");
-            }
-            ChoiceKind::ListRow => {
-                m["type"] = json!("interactive");
-                m["interactive"] = reply("list_reply");
-            }
-            ChoiceKind::QuickReply => {
-                m["type"] = json!("button");
-                m["button"] = json!({ "payload": self.id, "text": self.title });
-            }
-        }
-        m
+    fn message(&self, from: &str, wamid: &str, timestamp: i64) -> Value {
+        let reply = Reply { kind: self.kind, id: self.id.clone(), title: self.title.clone(), context: None };
+        payload::message(from, wamid, timestamp, &Content::Reply(reply))
     }
 }
 
@@ -115,21 +92,12 @@ impl ChatSession {
                 continue;
             }
             let wamid = format!("wamid.chat.{}.{n}.{}", std::process::id(), uuid::Uuid::new_v4().simple());
-            let timestamp = chrono::Utc::now().timestamp().to_string();
+            let timestamp = chrono::Utc::now().timestamp();
             let message = match line.parse::<usize>().ok().and_then(|i| choices.get(i.wrapping_sub(1))) {
-                Some(c) => c.message(&wa_id, &wamid, &timestamp),
-                None => json!({ "from": wa_id, "id": wamid, "timestamp": timestamp,
-                                "type": "text", "text": { "body": line } }),
+                Some(c) => c.message(&wa_id, &wamid, timestamp),
+                None => payload::message(&wa_id, &wamid, timestamp, &Content::Text(line.to_owned())),
             };
-            let body = serde_json::to_vec(&json!({
-                "object": "whatsapp_business_account",
-                "entry": [{ "id": "simulator", "changes": [{ "field": "messages", "value": {
-                    "messaging_product": "whatsapp",
-                    "metadata": { "display_phone_number": "simulator", "phone_number_id": phone_number_id },
-                    "contacts": [{ "profile": { "name": self.name }, "wa_id": wa_id }],
-                    "messages": [message]
-                }}]}]
-            }))?;
+            let body = serde_json::to_vec(&payload::envelope(&phone_number_id, &wa_id, &self.name, message))?;
             let status = http
                 .post(format!("{}/webhooks/whatsapp", self.url))
                 .header("content-type", "application/json")
@@ -230,14 +198,14 @@ fn render(message: &OutboundMessage, choices: &mut Vec<Choice>, out: &mut impl W
         OutboundMessage::Buttons { body, buttons, .. } => {
             writeln!(out, "bot> {body}")?;
             for b in buttons {
-                choices.push(Choice { kind: ChoiceKind::Button, id: b.id.clone(), title: b.title.clone() });
+                choices.push(Choice { kind: ReplyKind::Button, id: b.id.clone(), title: b.title.clone() });
                 writeln!(out, "  {}) {}", choices.len(), b.title)?;
             }
         }
         OutboundMessage::List { body, sections, .. } => {
             writeln!(out, "bot> {body}")?;
             for r in sections.iter().flat_map(|s| &s.rows) {
-                choices.push(Choice { kind: ChoiceKind::ListRow, id: r.id.clone(), title: r.title.clone() });
+                choices.push(Choice { kind: ReplyKind::List, id: r.id.clone(), title: r.title.clone() });
                 match &r.description {
                     Some(d) => writeln!(out, "  {}) {} — {d}", choices.len(), r.title)?,
                     None => writeln!(out, "  {}) {}", choices.len(), r.title)?,
@@ -251,7 +219,7 @@ fn render(message: &OutboundMessage, choices: &mut Vec<Choice>, out: &mut impl W
                 writeln!(out, "  · {p}")?;
             }
             for payload in quick_replies {
-                choices.push(Choice { kind: ChoiceKind::QuickReply, id: payload.clone(), title: payload.clone() });
+                choices.push(Choice { kind: ReplyKind::QuickReply, id: payload.clone(), title: payload.clone() });
                 writeln!(out, "  {}) {payload}", choices.len())?;
             }
         }
@@ -272,6 +240,7 @@ fn render(message: &OutboundMessage, choices: &mut Vec<Choice>, out: &mut impl W
 mod tests {
     use super::*;
     use crate::domain::Cents;
+    use serde_json::json;
 
     fn rendered(message: &OutboundMessage) -> (String, Vec<Choice>) {
         let mut choices = Vec::new();
@@ -294,7 +263,7 @@ mod tests {
             "bot> [modelo lembrete_horario]\n  · Ana\n  · amanhã às 14:00\n  1) act:7:confirm\n  2) act:7:cancel\n"
         );
         // Picking "2" sends what Meta sends for a quick-reply tap (whatsapp-cloud-api.md §3.4).
-        let click = choices[1].message("5511988880000", "wamid.x", "1750091045");
+        let click = choices[1].message("5511988880000", "wamid.x", 1_750_091_045);
         assert_eq!(
             click,
             json!({ "from": "5511988880000", "id": "wamid.x", "timestamp": "1750091045",
@@ -312,7 +281,7 @@ mod tests {
         .unwrap();
         let (out, choices) = rendered(&buttons);
         assert_eq!(out, "bot> Confirma?\n  1) Sim\n");
-        let click = choices[0].message("5511988880000", "wamid.y", "1");
+        let click = choices[0].message("5511988880000", "wamid.y", 1);
         assert_eq!(click["type"], "interactive");
         assert_eq!(
             click["interactive"],

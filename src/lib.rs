@@ -35,6 +35,7 @@ pub mod payments;
 pub mod pix;
 pub mod privacy;
 pub mod reminders;
+pub mod simulator;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;

@@ -194,17 +194,22 @@ async fn seed_example(store: &Store) -> anyhow::Result<Option<String>> {
     Ok(Some(spec.slug))
 }
 
+/// The simulator's address comes first: it is what a developer opens.
 fn print_local_banner(addr: std::net::SocketAddr, seeded: Option<&str>) {
+    let slug = seeded.unwrap_or("barbearia-do-ze");
+    println!("Simulator: http://{addr}/simulator?tenant={slug}\n");
     if let Some(slug) = seeded {
         println!("No tenant yet: applied the example business ({slug}) from tenants/example.toml.");
     }
-    let slug = seeded.unwrap_or("barbearia-do-ze");
     println!(
         "Balcão is running in local mode at http://{addr} (nothing is sent to WhatsApp).\n\
-         \n  Be a customer:   cargo run --release -- chat --tenant {slug}\n\
+         \n  In the simulator, be a customer, or pick \"Ser a equipe\" to be the business: \"oi\" opens\n\
+         \x20 the staff menu, Nova cobrança sends a Pix charge once you tap Confirmar, and\n\
+         \x20 \"Marcar como pago\" pays it (sandbox gateway).\n\
+         \n  From the terminal:\n\
+         \x20 Be a customer:   cargo run --release -- chat --tenant {slug}\n\
          \x20 Be the business: cargo run --release -- chat --tenant {slug} --from +5511988887777\n\
-         \n  As the business, \"oi\" opens the staff menu: Nova cobrança sends a Pix charge once you tap\n\
-         \x20 Confirmar; /pago N marks charge N paid (sandbox gateway).\n"
+         \x20 (/pago N marks charge N paid)\n"
     );
 }
 

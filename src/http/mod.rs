@@ -57,6 +57,8 @@ pub struct AppState {
     pub secure_cookies: bool,
     /// How long a console takeover lasts without messages (`BALCAO_HANDOFF_IDLE_MINUTES`).
     pub handoff_idle: chrono::TimeDelta,
+    /// Cancelled at shutdown: long-lived responses (server-sent events) end with it.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {
@@ -72,13 +74,10 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .route("/simulator/api/tenants/{slug}", get(simulator::tenant))
-        .route("/simulator/api/tenants/{slug}/outbox", get(simulator::outbox))
+        .merge(simulator::routes())
         .route("/webhooks/pix/{slug}/{provider}", post(pix_webhook::notify))
         .route("/webhooks/pix/{slug}/{provider}/{secret}", post(pix_webhook::notify_with_secret))
         .route("/webhooks/pix/{slug}/{provider}/{secret}/pix", post(pix_webhook::notify_with_secret))
-        .route("/simulator/api/tenants/{slug}/charges", get(simulator::charges))
-        .route("/simulator/api/tenants/{slug}/charges/{id}/paid", post(simulator::mark_paid))
         .route(
             "/webhooks/whatsapp",
             get(whatsapp_webhook::verify_subscription)

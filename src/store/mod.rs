@@ -37,6 +37,7 @@ mod menu;
 mod outbox;
 mod payments;
 mod privacy;
+mod simulator;
 mod tenants;
 
 use std::str::FromStr;
@@ -74,6 +75,7 @@ pub use privacy::{
     ContactCounts, ContactExport, ContactRecord, ExportedAction, ExportedAppointment, ExportedCharge, ExportedInbound,
     ExportedOutbound, PrivacyStore, Redactions, erased_key,
 };
+pub use simulator::SimulatorStore;
 pub use tenants::TenantStore;
 
 use crate::domain::DatabaseUrl;

@@ -37,5 +37,6 @@ mod pix_psp;
 mod privacy;
 mod reminders;
 mod scenario;
+mod simulator_page;
 mod tenants;
 mod webhook;
