@@ -24,9 +24,9 @@ mod agenda;
 mod appointments;
 mod catalog;
 mod charges;
-mod conversation_view;
 mod console_agenda;
 mod console_ops;
+mod conversation_view;
 mod deposits;
 mod handoff;
 mod history;
@@ -57,11 +57,11 @@ pub use agenda::AgendaStore;
 pub use appointments::{BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
 pub use charges::{ChargeStore, NewCharge};
+pub use console_agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};
+pub use console_ops::{ChargeEntry, ConsoleOpsStore, DeadJob, FailedSend, Retry};
 pub use conversation_view::{
     ActionRow, ChargeRow, ConversationSummary, ConversationVersion, ConversationViewStore, InboundRow, TurnRow,
 };
-pub use console_agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};
-pub use console_ops::{ChargeEntry, ConsoleOpsStore, DeadJob, FailedSend, Retry};
 pub use deposits::{DepositPayment, DepositStore};
 pub use handoff::{HandoffState, HandoffStore};
 pub use history::{HistoryStore, ModelCall, StoredMessage};
