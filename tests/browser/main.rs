@@ -12,4 +12,5 @@ mod common;
 
 pub mod harness;
 
+mod console;
 mod simulator;

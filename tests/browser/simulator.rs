@@ -7,11 +7,11 @@ use serde_json::{Value, json};
 use crate::contract;
 use crate::harness::{Browser, Server, local_config};
 
-const SLUG: &str = "barbearia-do-ze";
-const EXAMPLE: &str = include_str!("../../tenants/example.toml");
+pub const SLUG: &str = "barbearia-do-ze";
+pub const EXAMPLE: &str = include_str!("../../tenants/example.toml");
 
 /// The newest bot message after `after` that offers choices; its id.
-async fn next_choices(b: &Browser, after: i64) -> i64 {
+pub async fn next_choices(b: &Browser, after: i64) -> i64 {
     let script = "const m = [...document.querySelectorAll('.msg.in')].filter(e => \
                   Number(e.dataset.id) > arguments[0] && e.querySelector('button.reply, .list-row')); \
                   return m.length ? Number(m[m.length - 1].dataset.id) : null;";
@@ -31,13 +31,13 @@ async fn click_choice(b: &Browser, message: i64, choice: &str) {
     b.click(&format!(".msg.in[data-id=\"{message}\"] [data-id=\"{choice}\"]")).await;
 }
 
-async fn say(b: &Browser, text: &str) {
+pub async fn say(b: &Browser, text: &str) {
     b.fill("#text", text).await;
     b.click("#send").await;
 }
 
 /// Waits until the page's event stream is open for `wa_id` (digits).
-async fn connected(b: &Browser, wa_id: &str) {
+pub async fn connected(b: &Browser, wa_id: &str) {
     let key = format!("{SLUG}|{wa_id}");
     b.wait_until(
         &format!("the chat with {wa_id}"),
@@ -47,10 +47,9 @@ async fn connected(b: &Browser, wa_id: &str) {
     .await;
 }
 
-contract!(a_customer_books_through_the_menu_buttons, |db| async move {
-    let Some(b) = Browser::start(&format!("booking-{}", db.store.backend())).await else { return };
-    Server::apply_tenant(db, EXAMPLE).await;
-    let server = Server::start(db, local_config()).await;
+/// On the simulator page: the customer books the first offered slot by clicking through the
+/// guided menu, up to its "Pronto!".
+pub async fn book_by_buttons(b: &Browser, server: &Server) {
     b.goto(&format!("{}/simulator?tenant={SLUG}", server.url)).await;
     connected(&b, "5511999990001").await;
     b.screenshot("1-open").await;
@@ -83,6 +82,13 @@ contract!(a_customer_books_through_the_menu_buttons, |db| async move {
     assert!(confirmed, "the menu never proposed a booking");
     b.wait_for_text(".msg.in", "Pronto!").await;
     b.screenshot("booked").await;
+}
+
+contract!(a_customer_books_through_the_menu_buttons, |db| async move {
+    let Some(b) = Browser::start(&format!("booking-{}", db.store.backend())).await else { return };
+    Server::apply_tenant(db, EXAMPLE).await;
+    let server = Server::start(db, local_config()).await;
+    book_by_buttons(&b, &server).await;
     let tenant = balcao::store::TenantStore::tenant_by_slug(&db.store, SLUG).await.unwrap().unwrap();
     assert_eq!(db.store.count_active_appointments(tenant.id).await.unwrap(), 1);
 
@@ -90,10 +96,9 @@ contract!(a_customer_books_through_the_menu_buttons, |db| async move {
     server.stop().await;
 });
 
-contract!(a_merchant_charges_and_the_customer_pays, |db| async move {
-    let Some(b) = Browser::start(&format!("charge-{}", db.store.backend())).await else { return };
-    Server::apply_tenant(db, EXAMPLE).await;
-    let server = Server::start(db, local_config()).await;
+/// On the simulator page: the merchant (staff number) charges R$ 50,00 through the staff menu,
+/// confirms, the customer sees the Pix and "pays" it in the sandbox, and both are told.
+pub async fn charge_and_pay(b: &Browser, server: &Server) {
     b.goto(&format!("{}/simulator?tenant={SLUG}", server.url)).await;
     connected(&b, "5511999990001").await;
     // The customer writes first: a charge goes out as free-form messages inside the window.
@@ -145,6 +150,13 @@ contract!(a_merchant_charges_and_the_customer_pays, |db| async move {
     connected(&b, "5511988887777").await;
     b.wait_for_text(".msg.in", "Cobrança paga: R$ 50,00").await;
     b.screenshot("6-merchant-paid").await;
+}
+
+contract!(a_merchant_charges_and_the_customer_pays, |db| async move {
+    let Some(b) = Browser::start(&format!("charge-{}", db.store.backend())).await else { return };
+    Server::apply_tenant(db, EXAMPLE).await;
+    let server = Server::start(db, local_config()).await;
+    charge_and_pay(&b, &server).await;
 
     b.close().await;
     server.stop().await;
