@@ -1,5 +1,6 @@
-//! Console page latency on a loaded database: 100,000 inbound messages and 10,000
-//! appointments (seeded in bulk, a few transactions), then the agenda (day and week) and a
+//! Console page latency on a loaded database: 100,000 inbound messages, 10,000 appointments and,
+//! per conversation, ten turns with their model calls, ledger rows and replies (seeded in bulk, a
+//! few transactions), then the agenda (day and week) and a
 //! conversation page rendered through the real router over in-process HTTP with a logged-in
 //! session, 50 times each: median and p95 per page and backend, as a markdown table.
 //!
@@ -23,6 +24,8 @@ const MESSAGES: usize = 100_000;
 const APPOINTMENTS: usize = 10_000;
 const CONTACTS: usize = 1_000;
 const RENDERS: usize = 50;
+/// Turns per conversation, each with two model calls, two ledger rows and two replies.
+const TURNS: i64 = 10;
 const CHUNK: usize = 1_000;
 const SLUG: &str = "bench";
 const PASSWORD: &str = "bench-password-123";
@@ -116,6 +119,89 @@ macro_rules! seed {
                     .push_bind(Json(serde_json::json!({ "id": i })));
             });
             q.build().execute(&mut *tx).await.expect("messages");
+        }
+        tx.commit().await.expect("commit");
+        // What each conversation's trace reads: turns, with their model calls, ledger rows and
+        // replies (TURNS per conversation, two of each per turn).
+        let mut tx = pool.begin().await.expect("begin");
+        let turns: Vec<(i64, i64)> = $conversations.iter().flat_map(|c| (0..TURNS).map(move |t| (*c, t))).collect();
+        for chunk in turns.chunks(CHUNK / 2) {
+            let mut q: QueryBuilder<$db> = QueryBuilder::new(
+                "INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, attempts,
+                 max_attempts, created_at, updated_at, finished_at) ",
+            );
+            q.push_values(chunk, |mut b, (conversation, t)| {
+                let at = $now - TimeDelta::minutes(TURNS - t);
+                b.push_bind($tenant)
+                    .push_bind(*conversation)
+                    .push_bind("completed")
+                    .push_bind(at)
+                    .push_bind(at)
+                    .push_bind(1_i64)
+                    .push_bind(5_i64)
+                    .push_bind(at)
+                    .push_bind(at)
+                    .push_bind(at);
+            });
+            q.push(" RETURNING id, conversation_id");
+            let jobs: Vec<(i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await.expect("jobs");
+            let mut q: QueryBuilder<$db> = QueryBuilder::new(
+                "INSERT INTO model_calls (tenant_id, conversation_id, turn_id, seq, provider, request_id,
+                 stop_reason, latency_ms, input_tokens, output_tokens, created_at) ",
+            );
+            q.push_values(jobs.iter().flat_map(|j| [(j, 0_i64), (j, 1)]), |mut b, ((job, conversation), seq)| {
+                b.push_bind($tenant)
+                    .push_bind(*conversation)
+                    .push_bind(*job)
+                    .push_bind(seq)
+                    .push_bind("anthropic")
+                    .push_bind(format!("req_{job}_{seq}"))
+                    .push_bind(if seq == 0 { "tool_use" } else { "end_turn" })
+                    .push_bind(800_i64)
+                    .push_bind(2400_i64)
+                    .push_bind(120_i64)
+                    .push_bind($now);
+            });
+            q.build().execute(&mut *tx).await.expect("model calls");
+            let mut q: QueryBuilder<$db> = QueryBuilder::new(
+                "INSERT INTO agent_tool_executions (tenant_id, idempotency_key, tool, fingerprint, arguments,
+                 conversation_id, contact_id, turn_id, reserved_by, status, result, generation, replay_count,
+                 created_at, updated_at) ",
+            );
+            q.push_values(jobs.iter().flat_map(|j| [(j, 0_i64), (j, 1)]), |mut b, ((job, conversation), n)| {
+                b.push_bind($tenant)
+                    .push_bind(format!("check_availability/v1/bench-{job}-{n}"))
+                    .push_bind("check_availability")
+                    .push_bind("f")
+                    .push_bind(Json(serde_json::json!({ "date": "2026-12-03" })))
+                    .push_bind(*conversation)
+                    .push_bind(0_i64)
+                    .push_bind(*job)
+                    .push_bind("bench")
+                    .push_bind("succeeded")
+                    .push_bind(Json(serde_json::json!({ "slots": ["09:00", "09:30"] })))
+                    .push_bind(1_i64)
+                    .push_bind(n)
+                    .push_bind($now)
+                    .push_bind($now);
+            });
+            q.build().execute(&mut *tx).await.expect("ledger");
+            let mut q: QueryBuilder<$db> = QueryBuilder::new(
+                "INSERT INTO outbound_messages (tenant_id, conversation_id, idempotency_key, to_wa_id, message,
+                 status, next_attempt_at, created_at, updated_at) ",
+            );
+            q.push_values(jobs.iter().flat_map(|j| [(j, 0_i64), (j, 1)]), |mut b, ((job, conversation), n)| {
+                b.push_bind($tenant)
+                    .push_bind(*conversation)
+                    .push_bind(format!("turn:{job}:{n}"))
+                    .push_bind("5511900000000")
+                    .push_bind(Json(serde_json::json!({ "type": "text", "body": "Temos horário às 09:00 e 09:30." })))
+                    .push_bind("delivered")
+                    .push_bind($now)
+                    .push_bind($now)
+                    .push_bind($now);
+            });
+            q.build().execute(&mut *tx).await.expect("outbound");
         }
         tx.commit().await.expect("commit");
     }};
@@ -282,7 +368,6 @@ async fn run(name: &str, url: &str) -> String {
     let pages = [
         ("agenda (day)", format!("/admin/{SLUG}/agenda?date={date}")),
         ("agenda (week)", format!("/admin/{SLUG}/agenda?date={date}&view=week")),
-        // The conversation page and its trace: built on another branch; measured when present.
         ("conversation + trace", format!("/admin/{SLUG}/conversations/{}", conversations[0])),
     ];
     let mut rows = String::new();
@@ -294,7 +379,6 @@ async fn run(name: &str, url: &str) -> String {
                 ms(p95),
                 seeded.as_secs_f64()
             ),
-            // TODO(conversations): measured once `/admin/{slug}/conversations/{id}` exists.
             None => format!("| {name} | {page} | – | n/a | n/a | 0 | {:.1} |\n", seeded.as_secs_f64()),
         };
     }
