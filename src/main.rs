@@ -197,7 +197,11 @@ async fn seed_example(store: &Store) -> anyhow::Result<Option<String>> {
 /// The simulator's address comes first: it is what a developer opens.
 fn print_local_banner(addr: std::net::SocketAddr, seeded: Option<&str>) {
     let slug = seeded.unwrap_or("barbearia-do-ze");
-    println!("Simulator: http://{addr}/simulator?tenant={slug}\n");
+    println!("Simulator: http://{addr}/simulator?tenant={slug}");
+    println!(
+        "Console:   http://{addr}/admin (make yourself an admin first: \
+         cargo run --release -- admin add you@example.com --tenant {slug})\n"
+    );
     if let Some(slug) = seeded {
         println!("No tenant yet: applied the example business ({slug}) from tenants/example.toml.");
     }
