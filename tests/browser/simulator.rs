@@ -51,33 +51,33 @@ pub async fn connected(b: &Browser, wa_id: &str) {
 /// guided menu, up to its "Pronto!".
 pub async fn book_by_buttons(b: &Browser, server: &Server) {
     b.goto(&format!("{}/simulator?tenant={SLUG}", server.url)).await;
-    connected(&b, "5511999990001").await;
+    connected(b, "5511999990001").await;
     b.screenshot("1-open").await;
 
     // What the customer types is shown as text, never as markup.
-    say(&b, "<i>oi</i>").await;
-    let menu = next_choices(&b, 0).await;
+    say(b, "<i>oi</i>").await;
+    let menu = next_choices(b, 0).await;
     let sent = b
         .eval("return [...document.querySelectorAll('.msg.out')].map(e => [e.textContent, e.children.length])", vec![])
         .await;
     assert_eq!(sent, json!([["<i>oi</i>", 0]]));
-    assert_eq!(choices(&b, menu).await, ["g:book", "g:mine"]);
+    assert_eq!(choices(b, menu).await, ["g:book", "g:mine"]);
     b.screenshot("2-menu").await;
 
-    click_choice(&b, menu, "g:book").await;
+    click_choice(b, menu, "g:book").await;
     let mut last = menu;
     let mut confirmed = false;
     for step in 3..12 {
-        last = next_choices(&b, last).await;
+        last = next_choices(b, last).await;
         b.screenshot(&format!("{step}-choices")).await;
-        let ids = choices(&b, last).await;
+        let ids = choices(b, last).await;
         // Choosing a time proposes the booking: its buttons name a pending action.
         if let Some(yes) = ids.iter().find(|id| id.starts_with("a:") && id.ends_with(":y")) {
-            click_choice(&b, last, yes).await;
+            click_choice(b, last, yes).await;
             confirmed = true;
             break;
         }
-        click_choice(&b, last, ids.first().expect("a choice")).await;
+        click_choice(b, last, ids.first().expect("a choice")).await;
     }
     assert!(confirmed, "the menu never proposed a booking");
     b.wait_for_text(".msg.in", "Pronto!").await;
@@ -100,24 +100,24 @@ contract!(a_customer_books_through_the_menu_buttons, |db| async move {
 /// confirms, the customer sees the Pix and "pays" it in the sandbox, and both are told.
 pub async fn charge_and_pay(b: &Browser, server: &Server) {
     b.goto(&format!("{}/simulator?tenant={SLUG}", server.url)).await;
-    connected(&b, "5511999990001").await;
+    connected(b, "5511999990001").await;
     // The customer writes first: a charge goes out as free-form messages inside the window.
-    say(&b, "oi").await;
-    next_choices(&b, 0).await;
+    say(b, "oi").await;
+    next_choices(b, 0).await;
 
     b.click("#as-staff").await;
-    connected(&b, "5511988887777").await;
-    say(&b, "oi").await;
-    let menu = next_choices(&b, 0).await;
+    connected(b, "5511988887777").await;
+    say(b, "oi").await;
+    let menu = next_choices(b, 0).await;
     b.screenshot("1-staff-menu").await;
-    click_choice(&b, menu, "m:charge").await;
+    click_choice(b, menu, "m:charge").await;
     b.wait_for_text(".msg.in", "Qual o valor").await;
-    say(&b, "50,00").await;
+    say(b, "50,00").await;
     b.wait_for_text(".msg.in", "WhatsApp do cliente").await;
-    say(&b, "11 99999-0001").await;
+    say(b, "11 99999-0001").await;
     b.wait_for_text(".msg.in", "descrição").await;
-    say(&b, "Corte e barba").await;
-    let offer = next_choices(&b, menu).await;
+    say(b, "Corte e barba").await;
+    let offer = next_choices(b, menu).await;
     b.screenshot("2-offer").await;
     let confirm = b
         .eval(
@@ -126,12 +126,12 @@ pub async fn charge_and_pay(b: &Browser, server: &Server) {
             vec![json!(offer)],
         )
         .await;
-    click_choice(&b, offer, confirm.as_str().expect("a Confirmar button")).await;
+    click_choice(b, offer, confirm.as_str().expect("a Confirmar button")).await;
     b.wait_for_text(".msg.in", "enviada").await;
     b.screenshot("3-sent").await;
 
     b.click("#as-customer").await;
-    connected(&b, "5511999990001").await;
+    connected(b, "5511999990001").await;
     b.wait_for(".copia-e-cola").await;
     b.wait_until(
         "the QR image",
@@ -147,7 +147,7 @@ pub async fn charge_and_pay(b: &Browser, server: &Server) {
     b.screenshot("5-customer-paid").await;
 
     b.click("#as-staff").await;
-    connected(&b, "5511988887777").await;
+    connected(b, "5511988887777").await;
     b.wait_for_text(".msg.in", "Cobrança paga: R$ 50,00").await;
     b.screenshot("6-merchant-paid").await;
 }
