@@ -233,7 +233,7 @@ impl App {
             replier: replier.clone(),
             gateways: gateways.clone(),
             wake_payments: wake_payments.clone(),
-            csrf: crate::console::csrf_config(secure_cookies),
+            csrf: crate::console::csrf_config(secure_cookies, &config.whatsapp.app_secret),
             secure_cookies,
             handoff_idle: crate::jobs::to_delta(config.handoff_idle),
             stopping: stopping.clone(),

@@ -63,12 +63,6 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// Whether the request carries a logged-in admin's session (the simulator asks this outside
-/// local mode).
-pub async fn is_logged_in(session: &Session) -> bool {
-    matches!(session.get::<i64>(ADMIN_ID).await, Ok(Some(_)))
-}
-
 /// Checks a form's CSRF token against the request's CSRF cookie.
 pub fn verify_csrf(token: &CsrfToken, presented: &str) -> Result<(), ConsoleError> {
     token.verify(presented).map_err(|_| ConsoleError::Csrf)
@@ -121,8 +115,9 @@ pub async fn login(
     verify_csrf(&token, &form.authenticity_token)?;
     let email = form.email.trim().to_lowercase();
     let now = Utc::now();
-    let since = now - THROTTLE_WINDOW;
-    if state.store.login_failures_since(&email, since).await? >= THROTTLE_AFTER {
+    // Each attempt is counted before its password is checked, so parallel guesses cannot all
+    // slip under the limit; a success clears the count.
+    if state.store.record_login_failure(&email, now, now - THROTTLE_WINDOW).await? > THROTTLE_AFTER {
         return Err(ConsoleError::Throttled);
     }
     let admin = state.store.admin_by_email(&email).await?;
@@ -142,8 +137,7 @@ pub async fn login(
             Ok(Redirect::to("/admin").into_response())
         }
         _ => {
-            let failures = state.store.record_login_failure(&email, now, since).await?;
-            tracing::warn!(failures, "console login failed");
+            tracing::warn!("console login failed");
             let page =
                 LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some("E-mail ou senha incorretos.") };
             Ok((axum::http::StatusCode::UNAUTHORIZED, token, render(&page)?).into_response())

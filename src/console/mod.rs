@@ -61,15 +61,29 @@ pub fn session_layer(store: crate::store::Store, secure: bool) -> SessionManager
         .with_same_site(SameSite::Lax)
         .with_secure(secure)
         .with_expiry(Expiry::OnInactivity(SESSION_IDLE))
+        // tower-sessions saves (and so extends) only changed sessions unless told otherwise.
+        .with_always_save(true)
 }
 
-/// The CSRF cookie follows the session cookie's rules.
-pub fn csrf_config(secure: bool) -> axum_csrf::CsrfConfig {
+/// The CSRF cookie follows the session cookie's rules. The form token is an HMAC of the
+/// cookie's random value under a salt derived from the WhatsApp App Secret, which every server
+/// of a deployment shares: a form rendered by one process is accepted by another and survives
+/// restarts (axum_csrf's default salt is random per process).
+pub fn csrf_config(secure: bool, app_secret: &crate::domain::Secret) -> axum_csrf::CsrfConfig {
+    use hmac::{KeyInit, Mac};
+    let salt = hmac::Hmac::<sha2::Sha256>::new_from_slice(app_secret.expose().as_bytes())
+        .map(|mac| mac.chain_update(b"balcao/console/csrf/v1").finalize().into_bytes())
+        .map(hex::encode)
+        .unwrap_or_default();
     axum_csrf::CsrfConfig::default()
         .with_cookie_name("balcao_csrf")
         .with_http_only(true)
         .with_cookie_same_site(axum_csrf::SameSite::Strict)
         .with_secure(secure)
+        // The default encrypts the cookie with a key drawn per process; the cookie is HttpOnly
+        // and SameSite=Strict, and the salt keeps the form token unforgeable without it.
+        .with_key(None)
+        .with_salt(salt)
 }
 
 async fn stylesheet() -> impl IntoResponse {

@@ -9,12 +9,19 @@ use chrono::{DateTime, Utc};
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::TenantId;
 
-/// An admin and the tenants they may see, by slug order.
-#[derive(Debug, Clone)]
+/// An admin as stored (their tenants are read apart).
+#[derive(Clone)]
 pub struct AdminRecord {
     pub id: i64,
     pub email: String,
     pub password_hash: String,
+}
+
+/// The password hash stays out of logs.
+impl std::fmt::Debug for AdminRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminRecord").field("id", &self.id).field("email", &self.email).finish_non_exhaustive()
+    }
 }
 
 /// A tenant as the console's navigation names it.
@@ -44,14 +51,15 @@ pub trait AdminStore {
     async fn admin_by_email(&self, email: &str) -> StoreResult<Option<AdminRecord>>;
     async fn admin_by_id(&self, id: i64) -> StoreResult<Option<AdminRecord>>;
     async fn admin_tenants(&self, admin: i64) -> StoreResult<Vec<TenantRef>>;
-    /// Records a failed login and returns how many failures `email` has since `since`.
+    /// Records a login attempt and returns how many attempts `email` has made since `since`
+    /// without a success in between ([`Self::clear_login_failures`] at success).
     async fn record_login_failure(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64>;
-    async fn login_failures_since(&self, email: &str, since: DateTime<Utc>) -> StoreResult<i64>;
     async fn clear_login_failures(&self, email: &str) -> StoreResult<()>;
     async fn session_load(&self, id: &str, now: DateTime<Utc>) -> StoreResult<Option<Vec<u8>>>;
     /// Inserts or replaces the record; `insert_only` fails (returns false) on an existing id.
     async fn session_save(&self, id: &str, data: &[u8], expiry: DateTime<Utc>, insert_only: bool) -> StoreResult<bool>;
     async fn session_delete(&self, id: &str) -> StoreResult<()>;
+    /// Deletes expired sessions (returns how many) and day-old login attempts.
     async fn session_prune(&self, now: DateTime<Utc>) -> StoreResult<u64>;
 }
 
@@ -120,6 +128,11 @@ impl AdminStore for Store {
     async fn record_login_failure(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            // Attempts on one email are counted one at a time (SQLite's writer already is).
+            sqlx::query(pool.pick("SELECT $1", "SELECT pg_advisory_xact_lock(hashtext($1))"))
+                .bind(email)
+                .execute(&mut *tx)
+                .await?;
             // Old failures are no longer counted: drop them here rather than in a sweep.
             sqlx::query("DELETE FROM login_failures WHERE email = $1 AND failed_at < $2")
                 .bind(email)
@@ -139,16 +152,6 @@ impl AdminStore for Store {
             tx.commit().await?;
             Ok(n)
         })
-    }
-
-    async fn login_failures_since(&self, email: &str, since: DateTime<Utc>) -> StoreResult<i64> {
-        Ok(reading!(self, pool => {
-            sqlx::query_scalar("SELECT COUNT(*) FROM login_failures WHERE email = $1 AND failed_at >= $2")
-                .bind(email)
-                .bind(since)
-                .fetch_one(pool)
-                .await
-        })?)
     }
 
     async fn clear_login_failures(&self, email: &str) -> StoreResult<()> {
@@ -191,6 +194,11 @@ impl AdminStore for Store {
     async fn session_prune(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         writing!(self, pool => {
             let done = sqlx::query("DELETE FROM console_sessions WHERE expiry_date <= $1").bind(now).execute(pool).await?;
+            // Login attempts older than any throttle window count for nothing.
+            sqlx::query("DELETE FROM login_failures WHERE failed_at < $1")
+                .bind(now - chrono::TimeDelta::days(1))
+                .execute(pool)
+                .await?;
             Ok(done.rows_affected())
         })
     }

@@ -202,6 +202,22 @@ contract!(ten_wrong_passwords_throttle_the_login, |db| async move {
     assert_eq!(other.login("c@d.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
 });
 
+contract!(parallel_guesses_cannot_slip_under_the_login_throttle, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let guesses = (0..25).map(|i| {
+        let url = s.app.url.clone();
+        tokio::spawn(async move {
+            let console = Console::new(&url);
+            console.login("a@b.com", &format!("palpite-{i:04}")).await.status
+        })
+    });
+    let statuses: Vec<StatusCode> = futures::future::join_all(guesses).await.into_iter().map(Result::unwrap).collect();
+    let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
+    let throttled = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((checked, throttled), (10, 15), "{statuses:?}");
+});
+
 contract!(an_unknown_email_and_a_wrong_password_look_the_same, |db| async move {
     let s = ConsoleApp::spawn(db).await;
     balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
@@ -233,8 +249,8 @@ contract!(a_session_lives_in_the_database_so_every_server_knows_it, |db| async m
     let home = console.get("/admin").await;
     assert_eq!(home.status, StatusCode::SEE_OTHER, "{}", home.body);
     assert_eq!(home.location.as_deref(), Some(format!("/admin/{}/agenda", s.tenant.slug).as_str()));
-    // Logging out there ends it everywhere.
-    console.get("/admin/login").await;
+    // A form rendered by the first server is accepted by the other (one CSRF salt per
+    // deployment), and logging out there ends the session everywhere.
     assert_eq!(console.post("/admin/logout", &[]).await.status, StatusCode::SEE_OTHER);
     assert_eq!(console.get("/admin").await.location.as_deref(), Some("/admin/login"));
 });
