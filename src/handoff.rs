@@ -42,7 +42,7 @@ enum HandoffText<'a> {
     /// The answer to "atendente".
     Customer { business: &'a str },
     /// To each staff number: who asked.
-    Staff { customer: &'a str },
+    Staff { conversation: i64 },
 }
 
 fn render(text: HandoffText<'_>) -> anyhow::Result<String> {
@@ -85,14 +85,9 @@ impl HandoffGate {
     /// Tells every staff number who asked for a person, once per request (the turn).
     async fn notify_staff(&self, turn: &Turn) -> anyhow::Result<()> {
         let tenant = &turn.tenant;
-        let phone = turn.contact.wa_id.as_ref().map(|p| p.as_str().to_owned());
-        let customer = match (turn.contact.profile_name.as_deref(), phone.as_deref()) {
-            (Some(name), Some(phone)) => format!("{name} ({phone})"),
-            (Some(name), None) => name.to_owned(),
-            (None, Some(phone)) => phone.to_owned(),
-            (None, None) => format!("O cliente da conversa {}", turn.conversation),
-        };
-        let text = OutboundMessage::text(render(HandoffText::Staff { customer: &customer })?)?;
+        // The notice names the conversation, not the person: a message on a staff phone can never
+        // be erased, and the console shows who it is.
+        let text = OutboundMessage::text(render(HandoffText::Staff { conversation: turn.conversation.0 })?)?;
         let now = self.store.db_time(Utc::now());
         let mut queued = false;
         for staff in self.store.staff(tenant.id).await? {

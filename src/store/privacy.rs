@@ -355,10 +355,11 @@ impl PrivacyStore for Store {
                     .bind(t).bind(v).execute(&mut *tx).await?;
                 sqlx::query("UPDATE conversations SET menu_state = NULL WHERE tenant_id = $1 AND id = $2")
                     .bind(t).bind(v).execute(&mut *tx).await?;
-                // Turns not started yet would answer someone who is no longer there.
+                // Turns not finished would answer someone who is no longer there; a running one loses
+                // its lease here, so its late writes (history, replies) are refused.
                 sqlx::query(
-                    "UPDATE jobs SET state = 'completed', last_error = 'contact erased', updated_at = $1
-                     WHERE tenant_id = $2 AND conversation_id = $3 AND state IN ('available', 'retryable')",
+                    "UPDATE jobs SET state = 'completed', last_error = 'contact erased', locked_by = NULL, updated_at = $1
+                     WHERE tenant_id = $2 AND conversation_id = $3 AND state IN ('available', 'retryable', 'running')",
                 )
                 .bind(now).bind(t).bind(v).execute(&mut *tx).await?;
                 sqlx::query(

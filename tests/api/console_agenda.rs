@@ -28,8 +28,13 @@ async fn setup(db: &TestDb) -> (Scenario, TestApp, Console) {
     (s, app, console)
 }
 
-/// A customer who wrote once, under `name`.
+/// A customer who wrote once, just now, under `name`.
 async fn customer(db: &TestDb, s: &Scenario, phone: &str, name: &str) -> Customer {
+    customer_at(db, s, phone, name, Utc::now()).await
+}
+
+/// A customer who wrote once, at `at`.
+async fn customer_at(db: &TestDb, s: &Scenario, phone: &str, name: &str, at: chrono::DateTime<Utc>) -> Customer {
     let message = NewInbound {
         provider_message_id: format!("wamid.{phone}.{}", uuid::Uuid::new_v4()),
         contact: ContactIdentity {
@@ -43,8 +48,7 @@ async fn customer(db: &TestDb, s: &Scenario, phone: &str, name: &str) -> Custome
         sent_at: None,
         raw: json!({}),
     };
-    let recorded =
-        db.store.record_inbound(s.tenant.id, &message, JobKind::Turn, &timing(0, 0, 5), Utc::now()).await.unwrap();
+    let recorded = db.store.record_inbound(s.tenant.id, &message, JobKind::Turn, &timing(0, 0, 5), at).await.unwrap();
     let Recorded::New { conversation, .. } = recorded else { panic!("duplicate") };
     let contact: ContactId = db.store.conversation_contact(s.tenant.id, conversation).await.unwrap().contact_id;
     Customer { contact, conversation }
@@ -172,6 +176,22 @@ contract!(a_console_cancel_cancels_once_and_tells_the_customer_once, |db| async 
     assert!(page.body.contains("Agendamento cancelado"), "{}", page.body);
     assert!(page.body.contains("console_cancel_booking") && page.body.contains("console: dono@barbearia.com"));
     assert!(!page.body.contains("/cancel\""), "no cancel form once cancelled");
+});
+
+contract!(outside_the_24_hour_window_the_merchant_is_told_the_customer_was_not, |db| async move {
+    let (s, _app, console) = setup(db).await;
+    let ana = customer_at(db, &s, "5511999990001", "Ana", Utc::now() - chrono::TimeDelta::days(2)).await;
+    let id = book(&s, &ana, s.ze, next(Weekday::Tue), "10:00").await;
+    let path = format!("/admin/{SLUG}/appointments/{id}");
+    console.get(&path).await;
+
+    let done = console.post(&format!("{path}/cancel"), &[]).await;
+    assert_eq!(done.location.as_deref(), Some(format!("{path}?ok=cancelled_untold").as_str()));
+    assert_eq!(db.store.appointment(s.tenant.id, id).await.unwrap().unwrap().status, "cancelled");
+    // WhatsApp would refuse free-form text now: nothing is queued to fail later.
+    assert!(inbox(db, s.tenant.id, "5511999990001").await.is_empty());
+    let page = console.get(&format!("{path}?ok=cancelled_untold")).await;
+    assert!(page.body.contains("NÃO foi avisado"), "{}", page.body);
 });
 
 contract!(a_console_move_moves_refuses_a_taken_slot_and_tells_once, |db| async move {

@@ -30,6 +30,7 @@ use crate::ledger::normalize::parse_instant;
 use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Tool, ToolCall, ToolFailure, ToolSpec,
 };
+use crate::store::ChargeStore;
 use crate::store::{ConsoleAgendaStore, InboundStore, OutboxStore, Store};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
@@ -139,7 +140,7 @@ pub async fn cancel(
     let tenant = admin.tenant(&state, &slug).await?;
     let tool = ConsoleCancel { store: state.store.clone() };
     let result = change(&state, &tenant, &admin, id, &tool, json!({ "booking_id": id })).await?;
-    Ok(back(&tenant, id, &result.map_or_else(|code| format!("erro={code}"), |()| "ok=cancelled".to_owned())))
+    Ok(back(&tenant, id, &result.map_or_else(|code| format!("erro={code}"), |told| ok_code("cancelled", told))))
 }
 
 pub async fn move_to(
@@ -171,7 +172,7 @@ pub async fn move_to(
     let tool = ConsoleMove { store: state.store.clone() };
     let input = json!({ "booking_id": id, "starts_at": start.to_rfc3339(), "professional_id": professional });
     let result = change(&state, &tenant, &admin, id, &tool, input).await?;
-    Ok(back(&tenant, id, &result.map_or_else(|code| format!("erro={code}"), |()| "ok=moved".to_owned())))
+    Ok(back(&tenant, id, &result.map_or_else(|code| format!("erro={code}"), |told| ok_code("moved", told))))
 }
 
 /// Runs a console tool on appointment `id` and tells the customer; `Err(code)` is a refusal to
@@ -183,7 +184,7 @@ async fn change(
     id: i64,
     tool: &dyn Tool,
     input: Value,
-) -> Result<Result<(), &'static str>, ConsoleError> {
+) -> Result<Result<Told, &'static str>, ConsoleError> {
     let store = &state.store;
     let detail = store.appointment_detail(tenant.id, id).await?.ok_or(ConsoleError::NotFound)?;
     let customer = ContactId(detail.appointment.contact_id);
@@ -205,8 +206,7 @@ async fn change(
     let outcome = Executor::new(store.clone(), LEDGER_LEASE).execute(tool, &ctx, &input).await?;
     match outcome {
         Outcome::Executed(_) | Outcome::AlreadyDone(_) => {
-            tell_customer(state, tenant, id, tool.spec().name, conversation).await?;
-            Ok(Ok(()))
+            Ok(Ok(tell_customer(state, tenant, id, tool.spec().name, conversation).await?))
         }
         Outcome::Failed { error, details } => Ok(Err(refusal(&error, &details))),
         Outcome::AlreadyInProgress => Ok(Err("in_progress")),
@@ -216,6 +216,15 @@ async fn change(
             tracing::warn!(appointment = id, error, "a console change failed; nothing was done");
             Ok(Err("failed"))
         }
+    }
+}
+
+/// The page's code for a change done: `ok=moved`, or `ok=moved_untold` when the customer could
+/// not be told.
+fn ok_code(change: &str, told: Told) -> String {
+    match told {
+        Told::Yes => format!("ok={change}"),
+        Told::OutsideWindow => format!("ok={change}_untold"),
     }
 }
 
@@ -231,6 +240,15 @@ fn refusal(error: &str, details: &Value) -> &'static str {
     }
 }
 
+/// Whether the customer could be told of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Told {
+    Yes,
+    /// Outside WhatsApp's 24-hour window: a free-form message would be refused, so none is
+    /// queued and the merchant is asked to tell the customer another way.
+    OutsideWindow,
+}
+
 /// Queues the customer's notice of what the ledger row of `tool` about appointment `id` did.
 async fn tell_customer(
     state: &AppState,
@@ -238,15 +256,19 @@ async fn tell_customer(
     id: i64,
     tool: &str,
     conversation: crate::domain::ConversationId,
-) -> Result<(), ConsoleError> {
+) -> Result<Told, ConsoleError> {
     let store = &state.store;
+    let last = store.last_inbound_at(tenant.id, conversation).await?;
+    if !crate::charges::inside_window(last, store.db_time(Utc::now())) {
+        return Ok(Told::OutsideWindow);
+    }
     let subject = format!("appointment:{id}");
     let rows = store.ledger_entries(tenant.id, &subject, None).await?;
     let Some(row) = rows.iter().rev().find(|r| r.tool == tool && r.status == "succeeded") else {
         // Superseded since by another change: that one tells the customer.
-        return Ok(());
+        return Ok(Told::Yes);
     };
-    let Some(now) = store.appointment_detail(tenant.id, id).await? else { return Ok(()) };
+    let Some(now) = store.appointment_detail(tenant.id, id).await? else { return Ok(Told::Yes) };
     let when = crate::messages::when_at(tenant.timezone, now.appointment.starts_at);
     let service = now.service.as_deref().unwrap_or("atendimento");
     let text = match tool {
@@ -269,5 +291,5 @@ async fn tell_customer(
     if queued.is_some() && !to.local {
         state.replier.wake();
     }
-    Ok(())
+    Ok(Told::Yes)
 }

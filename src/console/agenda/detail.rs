@@ -37,6 +37,12 @@ fn notice(query: &DetailQuery) -> Option<Notice> {
         let text = match code {
             "cancelled" => "Agendamento cancelado. O cliente foi avisado pelo WhatsApp.",
             "moved" => "Agendamento remarcado. O cliente foi avisado pelo WhatsApp.",
+            "cancelled_untold" => {
+                "Agendamento cancelado, mas o cliente NÃO foi avisado: a última mensagem dele tem mais de 24 horas e o WhatsApp só permite mensagens livres dentro dessa janela. Avise por outro meio."
+            }
+            "moved_untold" => {
+                "Agendamento remarcado, mas o cliente NÃO foi avisado: a última mensagem dele tem mais de 24 horas e o WhatsApp só permite mensagens livres dentro dessa janela. Avise por outro meio."
+            }
             _ => return None,
         };
         return Some(Notice { ok: true, text });

@@ -14,7 +14,7 @@ use crate::console::auth::{Admin, CsrfOnly, verify_csrf};
 use crate::console::error::ConsoleError;
 use crate::domain::ConversationId;
 use crate::http::AppState;
-use crate::store::{HandoffStore, OutboxStore};
+use crate::store::{ChargeStore, HandoffStore, OutboxStore};
 use crate::whatsapp::OutboundMessage;
 
 fn back(slug: &str, id: i64) -> Response {
@@ -85,11 +85,18 @@ pub async fn reply(
     let message = OutboundMessage::text(text)
         .map_err(|e| ConsoleError::BadRequest(format!("Mensagem não pode ser enviada: {e}")))?;
     let conversation = ConversationId(id);
+    let now = state.store.db_time(Utc::now());
+    // WhatsApp refuses free-form messages 24 hours after the customer's last one: say so now
+    // rather than queue a send that will fail.
+    if !crate::charges::inside_window(state.store.last_inbound_at(tenant.id, conversation).await?, now) {
+        return Err(ConsoleError::BadRequest(
+            "A última mensagem do cliente tem mais de 24 horas: o WhatsApp só permite mensagens livres dentro dessa janela. Fale com o cliente por outro meio.".to_owned(),
+        ));
+    }
     let destination = state.replier.destination(&tenant, conversation).await?;
     let new = destination
         .message(format!("console:{id}:{}", form.reply_key), message)
         .ok_or_else(|| ConsoleError::Internal(anyhow::anyhow!("invalid console reply key")))?;
-    let now = state.store.db_time(Utc::now());
     let queued = state.store.enqueue_outbound(&new, now).await?.is_some();
     // A person answering has the conversation: the bot stays quiet for the idle time.
     state.store.take_over(tenant.id, conversation, now + state.handoff_idle).await?;
