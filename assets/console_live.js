@@ -14,6 +14,8 @@
     loading = true;
     fetch(fragmentUrl, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) {
+        // An expired session redirects to the login page: go there rather than nest it here.
+        if (response.redirected) { window.location.assign(response.url); throw new Error("logged out"); }
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.text();
       })

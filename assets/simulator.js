@@ -144,6 +144,8 @@
         const response = await fetch(api("/charges/" + charge.charge_id + "/paid"), {
           method: "POST",
           credentials: "same-origin",
+          headers: { "content-type": "application/json" },
+          body: "{}",
         });
         if (!response.ok) throw new Error(await response.text());
         button.textContent = "Pago (sandbox)";

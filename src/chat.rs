@@ -126,7 +126,9 @@ impl ChatSession {
             writeln!(out, "uso: /pago NÚMERO (o nº da cobrança)")?;
             return Ok(());
         };
-        let request = http.post(format!("{}/simulator/api/tenants/{}/charges/{id}/paid", self.url, self.slug));
+        let request = http
+            .post(format!("{}/simulator/api/tenants/{}/charges/{id}/paid", self.url, self.slug))
+            .json(&serde_json::json!({}));
         let request = match &self.admin_token {
             Some(token) => request.bearer_auth(token.expose()),
             None => request,

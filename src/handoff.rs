@@ -18,7 +18,6 @@ use anyhow::Context;
 use askama::Template;
 use async_trait::async_trait;
 use chrono::{TimeDelta, Utc};
-use unicode_normalization::UnicodeNormalization;
 
 use crate::app::HandlerContext;
 use crate::domain::ConversationId;
@@ -28,7 +27,7 @@ use crate::outbox::Replier;
 use crate::store::{HandoffStore, OutboxStore, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
-/// What the customer types to ask for a person, once normalized ([`normalize`]).
+/// What the customer types to ask for a person, once normalized ([`crate::keyword::fold`]).
 const ASK_FOR_PERSON: &str = "atendente";
 
 /// The handoff's pt-BR texts.
@@ -49,19 +48,9 @@ fn render(text: HandoffText<'_>) -> anyhow::Result<String> {
     Ok(Handoff { text }.render()?.trim().to_owned())
 }
 
-/// Lowercase, without accents, without surrounding spaces and punctuation.
-pub fn normalize(text: &str) -> String {
-    text.nfd()
-        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
-        .collect::<String>()
-        .to_lowercase()
-        .trim_matches(|c: char| c.is_whitespace() || c.is_ascii_punctuation() || matches!(c, '¡' | '¿' | '…'))
-        .to_owned()
-}
-
 /// Whether the message asks for a person.
 fn asks_for_person(message: &InboundMessage) -> bool {
-    message.kind == "text" && message.body.as_deref().is_some_and(|b| normalize(b) == ASK_FOR_PERSON)
+    message.kind == "text" && message.body.as_deref().is_some_and(|b| crate::keyword::fold(b) == ASK_FOR_PERSON)
 }
 
 /// Wraps the customer-turn handler.
@@ -132,7 +121,7 @@ impl TurnHandler for HandoffGate {
 
 #[cfg(test)]
 mod tests {
-    use super::normalize;
+    use crate::keyword::fold as normalize;
 
     #[test]
     fn atendente_is_recognized_however_it_is_typed() {

@@ -26,6 +26,7 @@ pub mod handoff;
 pub mod http;
 pub mod inbound;
 pub mod jobs;
+pub mod keyword;
 pub mod ledger;
 pub mod llm;
 pub mod messages;

@@ -32,23 +32,10 @@ pub enum Command {
 /// The command a whole message is, if any: case, accents and surrounding spaces or punctuation
 /// do not matter; any other word in it does.
 pub fn command(body: &str) -> Option<Command> {
-    let folded: String = body.chars().flat_map(char::to_lowercase).map(fold_accent).collect();
-    match folded.trim_matches(|c: char| !c.is_alphanumeric()) {
+    match crate::keyword::fold(body).as_str() {
         "sair" | "parar" => Some(Command::OptOut),
         "voltar" => Some(Command::OptIn),
         _ => None,
-    }
-}
-
-fn fold_accent(c: char) -> char {
-    match c {
-        'á' | 'à' | 'â' | 'ã' | 'ä' => 'a',
-        'é' | 'è' | 'ê' | 'ë' => 'e',
-        'í' | 'ì' | 'î' | 'ï' => 'i',
-        'ó' | 'ò' | 'ô' | 'õ' | 'ö' => 'o',
-        'ú' | 'ù' | 'û' | 'ü' => 'u',
-        'ç' => 'c',
-        other => other,
     }
 }
 

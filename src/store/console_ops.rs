@@ -62,6 +62,10 @@ pub enum Retry {
     Unknown,
 }
 
+/// A dead job retried from the console gets this many more attempts (not its whole budget
+/// again, which would double on every retry).
+const RETRY_ATTEMPTS: i64 = 3;
+
 #[allow(async_fn_in_trait)]
 pub trait ConsoleOpsStore {
     /// The newest `limit` charges, newest first.
@@ -165,13 +169,14 @@ impl ConsoleOpsStore for Store {
     async fn retry_dead_job(&self, tenant: TenantId, id: JobId, now: DateTime<Utc>) -> StoreResult<Retry> {
         let moved = writing!(self, pool => {
             sqlx::query(
-                "UPDATE jobs SET state = 'retryable', run_at = $1, max_attempts = attempts + max_attempts,
+                "UPDATE jobs SET state = 'retryable', run_at = $1, max_attempts = attempts + $4,
                      locked_by = NULL, locked_until = NULL, finished_at = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND id = $3 AND state = 'dead'",
             )
             .bind(now)
             .bind(tenant.0)
             .bind(id.0)
+            .bind(RETRY_ATTEMPTS)
             .execute(pool)
             .await
             .map(|r| r.rows_affected())

@@ -109,8 +109,11 @@ contract!(a_charge_is_sent_by_the_merchants_button_and_paid_once, |db| async mov
 
     // "Marcar como pago", twice (a double click): paid once, each party told once.
     let paid_path = format!("{}/simulator/api/tenants/barbearia/charges/{}/paid", app.url, charge.id);
-    let first: Value = app.http.post(&paid_path).send().await.unwrap().json().await.unwrap();
-    let second: Value = app.http.post(&paid_path).send().await.unwrap().json().await.unwrap();
+    // A plain POST (what another web site could make a browser send) pays nothing.
+    let plain = app.http.post(&paid_path).send().await.unwrap();
+    assert_eq!(plain.status(), reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let first: Value = app.http.post(&paid_path).json(&json!({})).send().await.unwrap().json().await.unwrap();
+    let second: Value = app.http.post(&paid_path).json(&json!({})).send().await.unwrap().json().await.unwrap();
     assert_eq!((first["paid"].clone(), second["paid"].clone()), (json!(true), json!(false)));
     let told =
         |messages: Vec<OutboundMessage>, needle: &str| messages.iter().filter(|m| m.body().contains(needle)).count();

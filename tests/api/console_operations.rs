@@ -6,7 +6,7 @@ use balcao::domain::JobId;
 use balcao::store::{ChargeStore, JobStore};
 use chrono::{TimeDelta, Utc};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::actions::{CUSTOMER, button, post, propose_charge};
 use crate::common::{TestApp, TestDb, local_test_config};
@@ -108,7 +108,7 @@ contract!(the_charges_chart_totals_match_the_paid_charges, |db| async move {
 
     let charge = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 10).await.unwrap().remove(0);
     let paid_path = format!("{}/simulator/api/tenants/{}/charges/{}/paid", app.url, s.tenant.slug, charge.id);
-    let paid: Value = app.http.post(&paid_path).send().await.unwrap().json().await.unwrap();
+    let paid: Value = app.http.post(&paid_path).json(&json!({})).send().await.unwrap().json().await.unwrap();
     assert_eq!(paid["paid"], true);
     let charge = db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap();
     let day = charge.paid_at.unwrap().with_timezone(&s.tenant.timezone).date_naive();

@@ -8,7 +8,9 @@
 //!
 //! Invariants: the store is polled every [`POLL`] (the outbox has no notification that
 //! crosses processes); a reconnecting `EventSource` resumes after its `Last-Event-ID`; the
-//! stream ends when the client goes away (axum drops it) or the server shuts down.
+//! stream ends when the client goes away (axum drops it), the server shuts down, reading the
+//! store fails, or after [`LIFETIME`]: the browser then reconnects by itself, and each
+//! reconnection is authorized again (a logged-out admin stops receiving).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -31,6 +33,8 @@ use crate::whatsapp::OutboundMessage;
 
 /// How often the outbox is looked at for new rows.
 const POLL: Duration = Duration::from_millis(250);
+/// How long one stream lasts before the browser is made to reconnect.
+const LIFETIME: Duration = Duration::from_secs(60);
 /// How far back a charge is looked for when a message carries a Pix code.
 const CHARGE_LOOKBACK: chrono::TimeDelta = chrono::TimeDelta::days(30);
 
@@ -47,6 +51,7 @@ struct Cursor {
     wa_id: String,
     last: i64,
     ready: VecDeque<Event>,
+    ends_at: tokio::time::Instant,
 }
 
 pub async fn events(
@@ -65,6 +70,7 @@ pub async fn events(
         wa_id: phone.digits().to_owned(),
         last: q.after.max(resumed.unwrap_or(0)),
         ready: VecDeque::new(),
+        ends_at: tokio::time::Instant::now() + LIFETIME,
     };
     let stream = futures::stream::unfold(cursor, |mut cursor| async move {
         loop {
@@ -78,10 +84,14 @@ pub async fn events(
                     continue;
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "simulator events: reading the outbox failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "simulator events: reading the outbox failed; the browser reconnects");
+                    return None;
+                }
             }
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep_until(cursor.ends_at) => return None,
                 () = cursor.state.stopping.cancelled() => return None,
             }
         }

@@ -108,7 +108,7 @@ impl Viewer {
             Self::Everyone => state.store.tenant_by_slug(slug).await?.ok_or(SimError::NotFound),
             Self::Admin(admin) => admin.tenant(state, slug).await.map_err(|e| match e {
                 ConsoleError::NotFound => SimError::NotFound,
-                other => SimError::Api(ApiError::Internal(anyhow::anyhow!("{other}"))),
+                other => SimError::Api(ApiError::Internal(anyhow::Error::new(other))),
             }),
         }
     }
@@ -190,11 +190,16 @@ pub async fn charges(
 
 /// Marks a sandbox charge paid, through the same path a provider's notification takes: the
 /// charge moves once and each party is told once, however often this is called.
+///
+/// The body must be JSON (`{}`): another web site cannot send that content type without a CORS
+/// preflight, which this server never grants, so a page elsewhere cannot pay a charge through a
+/// visitor's browser (in local mode the API is open on loopback).
 pub async fn mark_paid(
     State(state): State<AppState>,
     headers: HeaderMap,
     admin: Result<Admin, ConsoleError>,
     Path((slug, id)): Path<(String, i64)>,
+    _json: Json<Value>,
 ) -> Result<Json<Value>, SimError> {
     let tenant = access(&state, &headers, admin, &slug).await?;
     match state.store.charge(tenant.id, id).await? {
