@@ -45,7 +45,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::ContactId;
 use crate::messages::render;
-use crate::store::{PrivacyStore, Redactions, Store, StoreResult};
+use crate::store::{ErasureStore, PrivacyStore, Redactions, Store, StoreResult};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 

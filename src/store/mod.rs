@@ -28,6 +28,7 @@ mod console_agenda;
 mod console_ops;
 mod conversation_view;
 mod deposits;
+mod erasure;
 mod handoff;
 mod history;
 mod inbound;
@@ -63,6 +64,7 @@ pub use conversation_view::{
     ActionRow, ChargeRow, ConversationSummary, ConversationVersion, ConversationViewStore, InboundRow, TurnRow,
 };
 pub use deposits::{DepositPayment, DepositStore};
+pub use erasure::{ErasureStore, Redactions, erased_key};
 pub use handoff::{HandoffState, HandoffStore};
 pub use history::{HistoryStore, ModelCall, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
@@ -73,7 +75,7 @@ pub use outbox::{OutboxStore, RescheduleAs};
 pub use payments::{NewPaymentEvent, PaymentStore};
 pub use privacy::{
     ContactCounts, ContactExport, ContactRecord, ExportedAction, ExportedAppointment, ExportedCharge, ExportedInbound,
-    ExportedOutbound, PrivacyStore, Redactions, erased_key,
+    ExportedOutbound, PrivacyStore,
 };
 pub use simulator::SimulatorStore;
 pub use tenants::TenantStore;
