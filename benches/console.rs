@@ -338,11 +338,14 @@ async fn run(name: &str, url: &str) -> String {
         true => {
             let pool = sqlx::PgPool::connect(url).await.expect("pool");
             seed!(sqlx::Postgres, &pool, tenant.0, service, conversations, appointments, now);
+            // What autovacuum does after a bulk load in production: plans need statistics.
+            sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
             pool.close().await;
         }
         false => {
             let pool = sqlx::SqlitePool::connect(url).await.expect("pool");
             seed!(sqlx::Sqlite, &pool, tenant.0, service, conversations, appointments, now);
+            sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
             pool.close().await;
         }
     }
@@ -369,6 +372,7 @@ async fn run(name: &str, url: &str) -> String {
         ("agenda (day)", format!("/admin/{SLUG}/agenda?date={date}")),
         ("agenda (week)", format!("/admin/{SLUG}/agenda?date={date}&view=week")),
         ("conversation + trace", format!("/admin/{SLUG}/conversations/{}", conversations[0])),
+        ("conversation list", format!("/admin/{SLUG}/conversations")),
     ];
     let mut rows = String::new();
     for (page, path) in pages {

@@ -8,7 +8,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{ModelCall, Store, StoreResult, reading};
+use super::{Dialect, ModelCall, Store, StoreResult, reading};
 use crate::domain::{ConversationId, TenantId};
 use crate::ledger::ExecutionRecord;
 use crate::outbox::OutboundRecord;
@@ -91,12 +91,15 @@ pub struct ConversationVersion {
 }
 
 /// The last activity of a conversation: its newest inbound or outbound row, else its creation.
+/// `$latest` is the dialect's "greatest of" (`MAX(a, b)` on SQLite, `GREATEST` on PostgreSQL);
+/// the inner query ends with `$fence` (PostgreSQL's `OFFSET 0`) so each correlated subquery runs
+/// once per conversation instead of once per mention.
 macro_rules! summary_sql {
-    ($filter:literal, $tail:literal) => {
+    ($latest:literal, $fence:literal, $filter:literal, $tail:literal) => {
         concat!(
-            "SELECT id, contact_id, profile_name, wa_id, user_id, handoff_until, handoff_requested_at, opted_out_at,
-                 CASE WHEN last_out IS NULL OR last_in > last_out THEN COALESCE(last_in, created_at)
-                      ELSE last_out END AS last_activity
+            "SELECT id, contact_id, profile_name, wa_id, user_id, handoff_until, handoff_requested_at, opted_out_at, ",
+            $latest,
+            " AS last_activity
              FROM (
                  SELECT c.id, c.contact_id, c.created_at, c.handoff_until, c.handoff_requested_at,
                         k.profile_name, k.wa_id, k.user_id, k.opted_out_at,
@@ -109,8 +112,15 @@ macro_rules! summary_sql {
                  FROM conversations c JOIN contacts k ON k.id = c.contact_id AND k.tenant_id = c.tenant_id
                  WHERE c.tenant_id = $1 ",
             $filter,
+            $fence,
             ") AS v ",
             $tail
+        )
+    };
+    ($filter:literal, $tail:literal) => {
+        (
+            summary_sql!("MAX(COALESCE(last_in, created_at), COALESCE(last_out, created_at))", "", $filter, $tail),
+            summary_sql!("GREATEST(last_in, last_out, created_at)", " OFFSET 0", $filter, $tail),
         )
     };
 }
@@ -197,7 +207,8 @@ impl ConversationViewStore for Store {
         offset: i64,
     ) -> StoreResult<Vec<ConversationSummary>> {
         Ok(reading!(self, pool => {
-            sqlx::query_as(summary_sql!("", "ORDER BY last_activity DESC, id DESC LIMIT $2 OFFSET $3"))
+            let (sqlite, postgres) = summary_sql!("", "ORDER BY last_activity DESC, id DESC LIMIT $2 OFFSET $3");
+            sqlx::query_as(pool.pick(sqlite, postgres))
                 .bind(tenant.0)
                 .bind(limit)
                 .bind(offset)
@@ -212,7 +223,8 @@ impl ConversationViewStore for Store {
         conversation: ConversationId,
     ) -> StoreResult<Option<ConversationSummary>> {
         Ok(reading!(self, pool => {
-            sqlx::query_as(summary_sql!("AND c.id = $2", ""))
+            let (sqlite, postgres) = summary_sql!("AND c.id = $2", "");
+            sqlx::query_as(pool.pick(sqlite, postgres))
                 .bind(tenant.0)
                 .bind(conversation.0)
                 .fetch_optional(pool)
