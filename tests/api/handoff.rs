@@ -195,3 +195,38 @@ contract!(staff_are_never_handed_off, |db| async move {
     assert_eq!(state.handoff_until, None);
     assert_eq!(sent(db, &s, STAFF).await.last().unwrap().1, "Menu da equipe");
 });
+
+contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move {
+    use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
+    use balcao::store::InboundStore;
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, crate::common::local_test_config("http://127.0.0.1:9", &[])).await;
+    // The customer's last message is two days old: WhatsApp allows only templates now.
+    let message = NewInbound {
+        provider_message_id: "wamid.old".into(),
+        contact: ContactIdentity {
+            wa_id: Some(balcao::domain::PhoneE164::parse(CUSTOMER).unwrap()),
+            user_id: None,
+            username: None,
+            profile_name: Some("Ana".into()),
+        },
+        content: InboundContent::Text { body: "oi".into() },
+        context_id: None,
+        sent_at: None,
+        raw: serde_json::json!({}),
+    };
+    let two_days_ago = Utc::now() - TimeDelta::days(2);
+    db.store
+        .record_inbound(s.tenant.id, &message, balcao::jobs::JobKind::Turn, &crate::jobs::timing(0, 0, 5), two_days_ago)
+        .await
+        .unwrap();
+    let id = conversation_of(db, s.tenant.id, CUSTOMER).await;
+    let base = format!("/admin/{}/conversations/{id}", s.tenant.slug);
+    let console = Console::login_new(db, &app.url, "dono@barbearia.com", &s.tenant.slug).await;
+    let page = console.get(&base).await;
+    let key = field_value(&page.body, "reply_key").expect("a reply key");
+    let refused = console.post(&format!("{base}/reply"), &[("text", "Oi, Ana!"), ("reply_key", &key)]).await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert!(refused.body.contains("24 horas"), "{}", refused.body);
+    assert!(sent(db, &s, CUSTOMER).await.is_empty(), "nothing queued to fail later");
+});
