@@ -5,6 +5,10 @@
 //! - while `handoff_until` is in the future a customer's turn completes without answering:
 //!   no model call, no reply (the messages stay in the transcript), and each customer message
 //!   pushes the end forward by the idle time, so a forgotten handoff ends by itself;
+//! - a takeover that lands while a turn is already answering (a model call in flight) still
+//!   silences it: the turn's text replies are queued only if no person has the conversation,
+//!   checked in the reply's own transaction ([`crate::jobs::Turn::yields_to_person`]); what
+//!   its tools already did stays done, through the ledger;
 //! - a customer who types "atendente" (whatever the case, accents or surrounding punctuation)
 //!   is told a person was called, the conversation is flagged and handed over, and the staff
 //!   are notified once per request: every message is keyed by the turn, so a retried turn
@@ -115,7 +119,10 @@ impl TurnHandler for HandoffGate {
             tracing::info!(conversation = %turn.conversation, "a person has the conversation; the bot stays quiet");
             return Ok(());
         }
-        self.inner.handle(turn).await
+        // A takeover from now until the answer is queued still silences it.
+        let mut yielding = turn.clone();
+        yielding.yields_to_person = true;
+        self.inner.handle(&yielding).await
     }
 }
 

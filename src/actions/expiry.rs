@@ -42,6 +42,7 @@ pub async fn expire_due(store: &Store, replier: &Replier) -> anyhow::Result<usiz
                 message: OutboundMessage::Text { body: clip(&text, TEXT_BODY_MAX) },
                 local: replier.is_local_for(with_token.contains(&action.tenant)),
                 written_by: None,
+                unless_handed_off: false,
             })
         };
         let expired = store.expire_actions(store.db_time(Utc::now()), BATCH, &notice).await?;

@@ -28,6 +28,10 @@ pub struct Turn {
     /// The job lease this attempt holds: every row the turn writes (replies, history) is
     /// refused once it is lost, so a stale worker cannot add to a turn another attempt owns.
     pub lease: Lease,
+    /// The bot's replies in this turn are dropped if a person takes the conversation over
+    /// before they are queued (set by the handoff gate on customer turns; checked in the
+    /// reply's own transaction, so a takeover during a model call silences its answer).
+    pub yields_to_person: bool,
 }
 
 impl Turn {

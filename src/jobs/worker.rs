@@ -162,6 +162,7 @@ impl Worker {
             messages,
             trigger_message_id: job.trigger_message_id.clone(),
             lease: job.lease.clone(),
+            yields_to_person: false,
         };
         self.handler.handle(&turn).await
     }

@@ -63,6 +63,9 @@ pub struct NewOutbound {
     pub local: bool,
     /// The job lease of the turn writing it: the row is refused once that lease is lost.
     pub written_by: Option<Lease>,
+    /// Not queued (as if already there) while a person has the conversation: the bot's reply
+    /// to a customer turn ([`crate::jobs::Turn::yields_to_person`]).
+    pub unless_handed_off: bool,
 }
 
 /// A conversation messages are queued to outside a turn (a charge, a proposal, a reminder):
@@ -86,6 +89,7 @@ impl Destination {
             message,
             local: self.local,
             written_by: None,
+            unless_handed_off: false,
         })
     }
 }

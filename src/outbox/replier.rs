@@ -70,6 +70,7 @@ impl Replier {
             message,
             local,
             written_by: Some(turn.lease.clone()),
+            unless_handed_off: turn.yields_to_person,
         };
         let inserted = self
             .store

@@ -87,6 +87,7 @@ impl TurnHandler for OptOut {
             message: OutboundMessage::text(text)?,
             local,
             written_by: Some(turn.lease.clone()),
+            unless_handed_off: false,
         };
         let now = self.store.db_time(Utc::now());
         let changed = self

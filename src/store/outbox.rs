@@ -120,6 +120,19 @@ impl OutboxStore for Store {
             {
                 return Err(StoreError::LeaseLost);
             }
+            if new.unless_handed_off {
+                let handed_off: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM conversations WHERE tenant_id = $1 AND id = $2 AND handoff_until > $3",
+                )
+                .bind(new.tenant.0)
+                .bind(new.conversation.0)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if handed_off.is_some() {
+                    return Ok(None);
+                }
+            }
             let id: Option<i64> = insert_outbound!(tx, new, now)?;
             tx.commit().await?;
             id

@@ -230,3 +230,25 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
     assert!(refused.body.contains("24 horas"), "{}", refused.body);
     assert!(sent(db, &s, CUSTOMER).await.is_empty(), "nothing queued to fail later");
 });
+
+contract!(a_takeover_during_a_model_call_silences_its_answer, |db| async move {
+    let mut slow = says("Uma resposta que chega tarde demais");
+    // Long enough for the takeover below to land while the model is still answering.
+    slow.delay = std::time::Duration::from_secs(3);
+    let fake = FakeModel::start(vec![slow]).await;
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, agent_config(&fake, &[])).await;
+    assert_eq!(app.post_webhook(&bytes(&text_payload("wamid.late", CUSTOMER, "oi"))).await.status(), 200);
+    let turn = tokio::spawn(async move {
+        app.drain_turns().await;
+        app
+    });
+    while fake.requests().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let conversation = ConversationId(conversation_of(db, s.tenant.id, CUSTOMER).await);
+    db.store.take_over(s.tenant.id, conversation, Utc::now() + TimeDelta::minutes(30)).await.unwrap();
+    let _app = turn.await.unwrap();
+    assert_eq!(fake.requests().len(), 1, "the model was asked");
+    assert!(sent(db, &s, CUSTOMER).await.is_empty(), "its answer never reached the outbox");
+});

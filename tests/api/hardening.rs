@@ -171,6 +171,7 @@ contract!(a_stale_worker_can_neither_reply_nor_record_history, |db| async move {
         message: OutboundMessage::text("Oi").unwrap(),
         local: true,
         written_by: Some(lease.clone()),
+        unless_handed_off: false,
     };
     let stale = db.store.enqueue_outbound(&reply(&a.lease, 0), later).await;
     assert!(matches!(stale, Err(StoreError::LeaseLost)), "{stale:?}");

@@ -46,6 +46,7 @@ impl Setup {
             message,
             local: false,
             written_by: None,
+            unless_handed_off: false,
         };
         assert!(db.store.enqueue_outbound(&new, Utc::now()).await.unwrap().is_some());
     }
