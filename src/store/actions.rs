@@ -133,7 +133,8 @@ pub trait ActionStore {
     ) -> StoreResult<Vec<PendingAction>>;
     /// Records the reminder of `appointment` (at `starts_at`, `offset_minutes` before) and, if
     /// given, proposes its attendance action with its offer, in one transaction; false when that
-    /// reminder was recorded before (nothing is written then).
+    /// reminder was recorded before, or when an offer is given and the customer has opted out
+    /// or been erased (nothing is written then).
     async fn record_reminder(
         &self,
         tenant: TenantId,
@@ -376,6 +377,27 @@ impl ActionStore for Store {
     ) -> StoreResult<bool> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
+            if action.is_some() {
+                // The customer may have opted out (or been erased) since the caller looked: the
+                // contact row is locked here as the opt-out locks it, so either the opt-out sees
+                // this reminder's offer and withdraws it, or this sees the opt-out.
+                let silenced: Option<bool> = sqlx::query_scalar(pool.pick(
+                    "SELECT k.opted_out_at IS NOT NULL OR k.erased_at IS NOT NULL
+                     FROM appointments a JOIN contacts k ON k.id = a.contact_id
+                     WHERE a.tenant_id = $1 AND a.id = $2",
+                    "SELECT k.opted_out_at IS NOT NULL OR k.erased_at IS NOT NULL
+                     FROM appointments a JOIN contacts k ON k.id = a.contact_id
+                     WHERE a.tenant_id = $1 AND a.id = $2 FOR UPDATE OF k",
+                ))
+                .bind(tenant.0)
+                .bind(appointment)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if silenced != Some(false) {
+                    tx.rollback().await?;
+                    return Ok(false);
+                }
+            }
             let recorded: Option<i64> = sqlx::query_scalar(
                 "INSERT INTO reminders (tenant_id, appointment_id, starts_at, offset_minutes, action_id, created_at)
                  VALUES ($1, $2, $3, $4, $5, $6)
