@@ -1,7 +1,8 @@
 //! The executor's overhead: an executed call (no-op handler) next to the same reserve and
 //! settle statements issued directly, and the cost of a replay next to one round trip, in the
-//! same run, on SQLite and PostgreSQL. Calls are sequential (one task), so the numbers are
-//! per-call latency without contention.
+//! same run, on SQLite and PostgreSQL. The first table's calls are sequential (one task), so
+//! its numbers are per-call latency without contention; the second runs [`TASKS`] tasks of
+//! [`PER_TASK`] calls each at once, executed and then replayed, and reports calls per second.
 //!
 //! `cargo bench --bench executor`; set `BALCAO_BENCH_POSTGRES_URL` to add PostgreSQL.
 
@@ -23,6 +24,11 @@ use serde_json::{Value, json};
 
 const CALLS: usize = 2_000;
 const ROUNDS: usize = 10;
+/// The concurrent variant: this many tasks at once, each issuing [`PER_TASK`] calls.
+const TASKS: usize = 8;
+const PER_TASK: usize = 500;
+/// Connections in the bench's pool: one per concurrent task.
+const POOL: u32 = TASKS as u32;
 
 static NOOP: ToolSpec = ToolSpec {
     name: "noop",
@@ -57,7 +63,7 @@ impl Timings {
 }
 
 async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, ConversationId) {
-    let store = Store::connect(&DatabaseUrl::new(url), 4).await.expect("connect");
+    let store = Store::connect(&DatabaseUrl::new(url), POOL).await.expect("connect");
     store.migrate().await.expect("migrate");
     let spec = TenantSpec::parse(
         "name = \"B\"\nslug = \"b\"\ntimezone = \"America/Sao_Paulo\"\n[whatsapp]\nphone_number_id = \"1\"\n",
@@ -116,7 +122,8 @@ async fn reserve(
     store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
 }
 
-async fn bench(name: &str, url: &str) -> String {
+/// The sequential table's rows and the concurrent table's rows.
+async fn bench(name: &str, url: &str) -> (String, String) {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
     let ctx = |now| CallContext {
@@ -176,7 +183,16 @@ async fn bench(name: &str, url: &str) -> String {
     }
     let (e, d, r, o, q) =
         (Timings(via_executor), Timings(direct), Timings(replay), Timings(one_statement), Timings(one_read));
-    format!(
+    let (executed_rate, replay_rate) = concurrent(&executor, &tenant, contact, conversation).await;
+    let concurrent = format!(
+        "| {name} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
+         | {name} | replay via executor (`already_done`) | {TASKS} × {PER_TASK} | {replay_rate:.0} | {:.0} | {:.2}× |\n",
+        1e6 / e.mean_us(),
+        executed_rate * e.mean_us() / 1e6,
+        1e6 / r.mean_us(),
+        replay_rate * r.mean_us() / 1e6,
+    );
+    let sequential = format!(
         "| {name} | executed via executor | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
          | {name} | reserve + settle issued directly | {:.0} | {:.0} | {:.0} | |\n\
          | {name} | replay via executor (`already_done`) | {:.0} | {:.0} | {:.0} | {:.2}× its one statement |\n\
@@ -199,23 +215,74 @@ async fn bench(name: &str, url: &str) -> String {
         q.mean_us(),
         q.p(0.5),
         q.p(0.99),
-    )
+    );
+    (sequential, concurrent)
+}
+
+/// [`TASKS`] tasks of [`PER_TASK`] executed calls each, all at once, then the same calls again
+/// (every one a replay); calls per second of each phase, from the first call to the last answer.
+async fn concurrent(
+    executor: &Executor,
+    tenant: &balcao::tenant::Tenant,
+    contact: ContactId,
+    conversation: ConversationId,
+) -> (f64, f64) {
+    let mut rates = [0.0; 2];
+    for (phase, rate) in rates.iter_mut().enumerate() {
+        let started = Instant::now();
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|task| {
+                let (executor, tenant) = (executor.clone(), tenant.clone());
+                tokio::spawn(async move {
+                    for i in 0..PER_TASK {
+                        let ctx = CallContext {
+                            tenant: &tenant,
+                            customer: contact,
+                            conversation,
+                            turn: None,
+                            turn_attempt: None,
+                            trigger_message_id: None,
+                            tool_use_id: None,
+                            now: Utc::now(),
+                        };
+                        let input = json!({ "item": format!("concurrent-{task}-{i}") });
+                        let outcome = executor.execute(&Noop, &ctx, &input).await.expect("execute");
+                        match phase {
+                            0 => assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_))),
+                            _ => assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_))),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("task");
+        }
+        *rate = (TASKS * PER_TASK) as f64 / started.elapsed().as_secs_f64();
+    }
+    (rates[0], rates[1])
 }
 
 #[tokio::main]
 async fn main() {
     let mut table = String::from("| backend | what | mean µs | p50 µs | p99 µs | ratio |\n|---|---|---|---|---|---|\n");
+    let mut rates = String::from(
+        "| backend | what | tasks × calls | calls/s | sequential calls/s | concurrent ÷ sequential |\n\
+         |---|---|---|---|---|---|\n",
+    );
     let dir = tempfile::tempdir().expect("dir");
-    table += &bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
+    let (sequential, concurrent) = bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
+    (table, rates) = (table + &sequential, rates + &concurrent);
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
         let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
         for sql in ["DROP DATABASE IF EXISTS balcao_bench_ledger", "CREATE DATABASE balcao_bench_ledger"] {
             sqlx::query(sql).execute(&admin).await.expect("database");
         }
         let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
-        table += &bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
+        let (sequential, concurrent) = bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
+        (table, rates) = (table + &sequential, rates + &concurrent);
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }
-    println!("\n{table}");
+    println!("\n{table}\n{rates}");
 }

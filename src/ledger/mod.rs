@@ -9,6 +9,19 @@
 //!   inserter (recognized by a token only it knows) runs the handler; a repeat gets the stored
 //!   row back from the same statement, so a replay costs one round trip and is counted without
 //!   touching the lease;
+//! - a replay waits for no flush. Counting it makes the upsert a write, and a durable write
+//!   waits for its commit record to reach disk. On PostgreSQL the statement's `RETURNING` list
+//!   calls `set_config('synchronous_commit', 'off', true)` when the returned row is not ours
+//!   (`reserved_by` ≠ our token): the setting is local to the statement's own implicit
+//!   transaction, which is still open when `RETURNING` runs and reads the setting at its commit,
+//!   so a repeat commits asynchronously while a fresh reservation (the row that guards the
+//!   effect) stays a synchronous commit. This keeps one round trip for both; an explicit
+//!   transaction with `SET LOCAL` would do the same in four (`BEGIN`, upsert, `SET`, `COMMIT`),
+//!   for fresh calls too. What a crash can lose is the last fraction of a second of replay counts,
+//!   never a reservation or an outcome: an asynchronous commit is still ordered in the WAL, so
+//!   any later synchronous commit flushes it. SQLite runs in WAL mode with
+//!   `synchronous = NORMAL`, where no commit waits for an fsync (checkpoints do, off the
+//!   writer): nothing to relax there;
 //! - a repeat gets the stored outcome (`already_done`, or the permanent failure) without the
 //!   handler running again; a call under the same key with different arguments is a
 //!   `conflict`, never a silent replay; a call while another attempt holds the lease is

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
 
@@ -13,6 +13,22 @@ macro_rules! execution_columns {
     () => {
         "id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation, \
          locked_until, replay_count, tool_use_id, turn_id, turn_attempt, created_at, reserved_by"
+    };
+}
+
+/// The reservation upsert up to its `RETURNING` list: a fresh key inserts a `running` row
+/// holding the lease (`reserved_by` = the caller's token, `$10`); an existing key only counts
+/// the repeat.
+macro_rules! reserve_upsert {
+    () => {
+        "INSERT INTO agent_tool_executions
+             (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
+              tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at,
+              turn_attempt)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12, $13)
+         ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+             replay_count = agent_tool_executions.replay_count + 1
+         RETURNING "
     };
 }
 
@@ -124,7 +140,8 @@ pub struct Settlement<'a> {
 #[allow(async_fn_in_trait)]
 pub trait LedgerStore {
     /// One statement: inserts a `running` row holding the lease at generation 1, or, when the
-    /// key exists, counts the repeat (never touching the lease) and returns the row as it is.
+    /// key exists, counts the repeat (never touching the lease) and returns the row as it is. A
+    /// repeat's commit does not wait for a flush on PostgreSQL (see `crate::ledger`).
     async fn reserve_execution(
         &self,
         new: &NewExecution<'_>,
@@ -181,16 +198,15 @@ impl LedgerStore for Store {
     ) -> StoreResult<Reservation> {
         let token = uuid::Uuid::new_v4().to_string();
         let row: ExecutionRecord = writing!(self, pool => {
-            sqlx::query_as(concat!(
-                "INSERT INTO agent_tool_executions
-                     (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
-                      tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at,
-                      turn_attempt)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12, $13)
-                 ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
-                     replay_count = agent_tool_executions.replay_count + 1
-                 RETURNING ", execution_columns!()),
-            )
+            sqlx::query_as(pool.pick(
+                concat!(reserve_upsert!(), execution_columns!()),
+                // A repeat relaxes its own (implicit) transaction's commit: see `crate::ledger`.
+                concat!(
+                    reserve_upsert!(),
+                    execution_columns!(),
+                    ", CASE WHEN reserved_by <> $10 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"
+                ),
+            ))
             .bind(new.tenant.0)
             .bind(new.key.as_str())
             .bind(new.tool)

@@ -93,6 +93,14 @@ const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const CLOCK_SYNC_EVERY: Duration = Duration::from_secs(60);
 /// A pool that cannot hand out a connection for this long is a failure, not a queue.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Whether pools ping a connection before handing it out. They do not: the ping is a round trip
+/// before every statement (on PostgreSQL as long as the statement itself), paid to catch a
+/// connection that broke while idle, which is rare. Such a connection then shows as the
+/// statement's error instead, and every caller already treats a database error as retryable
+/// (jobs retry, the executor leaves the key to a takeover, HTTP answers 5xx). sqlx still checks
+/// each connection as it comes back to the pool, off the caller's path, and closes a broken one,
+/// so the retry gets a fresh connection.
+const TEST_BEFORE_ACQUIRE: bool = false;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -225,11 +233,13 @@ impl Store {
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(TEST_BEFORE_ACQUIRE)
             .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await?;
         let read = SqlitePoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(TEST_BEFORE_ACQUIRE)
             .connect_with(options)
             .await?;
         tokio::spawn(checkpoint_wal(read.clone()));
@@ -240,6 +250,7 @@ impl Store {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .test_before_acquire(TEST_BEFORE_ACQUIRE)
             .connect_with(options)
             .await?;
         let store = Self { pool: Pool::Postgres(pool), clock: Arc::default() };
