@@ -12,7 +12,7 @@ pub(crate) mod grid;
 
 /// Shared with the operations pages (the actions list).
 pub(crate) mod detail_support {
-    pub(crate) use super::detail::{ActionRow, action_row, at};
+    pub(crate) use super::detail::{ActionRow, action_row};
 }
 
 use askama::Template;

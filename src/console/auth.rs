@@ -64,7 +64,7 @@ impl FromRequestParts<AppState> for Admin {
 }
 
 /// Checks a form's CSRF token against the request's CSRF cookie.
-pub fn verify_csrf(token: &CsrfToken, presented: &str) -> Result<(), ConsoleError> {
+fn verify_csrf(token: &CsrfToken, presented: &str) -> Result<(), ConsoleError> {
     token.verify(presented).map_err(|_| ConsoleError::Csrf)
 }
 
@@ -100,8 +100,6 @@ pub async fn login_form(token: CsrfToken) -> Result<Response, ConsoleError> {
 
 #[derive(Deserialize)]
 pub struct LoginForm {
-    #[serde(default)]
-    authenticity_token: String,
     email: String,
     password: String,
 }
@@ -112,12 +110,11 @@ pub async fn login(
     token: CsrfToken,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let email = form.email.trim().to_lowercase();
     let now = Utc::now();
     // Each attempt is counted before its password is checked, so parallel guesses cannot all
     // slip under the limit; a success clears the count.
-    if state.store.record_login_failure(&email, now, now - THROTTLE_WINDOW).await? > THROTTLE_AFTER {
+    if state.store.record_login_attempt(&email, now, now - THROTTLE_WINDOW).await? > THROTTLE_AFTER {
         return Err(ConsoleError::Throttled);
     }
     let admin = state.store.admin_by_email(&email).await?;
@@ -130,7 +127,7 @@ pub async fn login(
         .map_err(|e| ConsoleError::Internal(e.into()))?;
     match admin {
         Some(admin) if matches => {
-            state.store.clear_login_failures(&email).await?;
+            state.store.clear_login_attempts(&email).await?;
             session.cycle_id().await.map_err(|e| ConsoleError::Internal(e.into()))?;
             session.insert(ADMIN_ID, admin.id).await.map_err(|e| ConsoleError::Internal(e.into()))?;
             tracing::info!(admin = admin.id, "console login");
@@ -145,14 +142,7 @@ pub async fn login(
     }
 }
 
-#[derive(Deserialize)]
-pub struct CsrfOnly {
-    #[serde(default)]
-    pub authenticity_token: String,
-}
-
-pub async fn logout(session: Session, token: CsrfToken, Form(form): Form<CsrfOnly>) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
+pub async fn logout(session: Session) -> Result<Response, ConsoleError> {
     session.flush().await.map_err(|e| ConsoleError::Internal(e.into()))?;
     Ok(Redirect::to("/admin/login").into_response())
 }

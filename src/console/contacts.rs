@@ -12,12 +12,12 @@ use axum::http::header;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum_csrf::CsrfToken;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Deserialize;
 
-use super::auth::{Admin, csrf_field, verify_csrf};
+use super::auth::{Admin, csrf_field};
 use super::error::ConsoleError;
-use super::page::{Nav, Section, render};
+use super::page::{Nav, Section, local_time, render};
 use crate::domain::ContactId;
 use crate::http::AppState;
 use crate::store::{ContactCounts, ContactRecord, PrivacyStore};
@@ -49,10 +49,6 @@ async fn contact_of(state: &AppState, tenant: &Tenant, id: i64) -> Result<Contac
     state.store.contact_record(tenant.id, ContactId(id)).await?.ok_or(ConsoleError::NotFound)
 }
 
-fn local(tenant: &Tenant, at: DateTime<Utc>) -> String {
-    at.with_timezone(&tenant.timezone).format("%d/%m/%Y %H:%M").to_string()
-}
-
 async fn page(
     State(state): State<AppState>,
     admin: Admin,
@@ -74,9 +70,9 @@ async fn page(
         name: contact.profile_name.clone().unwrap_or_default(),
         username: contact.username.clone().unwrap_or_default(),
         number,
-        created: local(&tenant, contact.created_at),
-        opted_out: contact.opted_out_at.map(|t| local(&tenant, t)),
-        erased: contact.erased_at.map(|t| local(&tenant, t)),
+        created: local_time(tenant.timezone, contact.created_at),
+        opted_out: contact.opted_out_at.map(|t| local_time(tenant.timezone, t)),
+        erased: contact.erased_at.map(|t| local_time(tenant.timezone, t)),
         counts,
     };
     Ok((token, render(&page)?).into_response())
@@ -106,19 +102,15 @@ async fn export(
 #[derive(Deserialize)]
 struct EraseForm {
     #[serde(default)]
-    authenticity_token: String,
-    #[serde(default)]
     confirm: String,
 }
 
 async fn erase(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
     Form(form): Form<EraseForm>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let tenant = admin.tenant(&state, &slug).await?;
     contact_of(&state, &tenant, id).await?;
     if form.confirm != "sim" {

@@ -7,8 +7,8 @@
 //! - Every route under `/admin/{slug}/…` resolves the tenant through the admin's memberships
 //!   ([`auth::Admin::tenant`]) and scopes every query by that tenant; an id of another tenant
 //!   is "not found", exactly like an id that does not exist.
-//! - Every POST carries a CSRF token, checked by a middleware before any handler runs
-//!   ([`auth::require_csrf`]); handlers may check it again ([`auth::verify_csrf`]).
+//! - Every POST carries a CSRF token, checked by one middleware before any handler runs
+//!   ([`auth::require_csrf`]), so handlers do not check it again.
 //! - The console changes the world only through the paths the bot uses (the ledger tools, the
 //!   outbox), so a console action is as idempotent as the bot's.
 

@@ -67,6 +67,11 @@ impl Nav {
     }
 }
 
+/// An instant as the console shows it: the tenant's local date and time, to the minute.
+pub fn local_time(tz: chrono_tz::Tz, t: chrono::DateTime<chrono::Utc>) -> String {
+    t.with_timezone(&tz).format("%d/%m/%Y %H:%M").to_string()
+}
+
 pub fn render(page: &impl Template) -> Result<Html<String>, ConsoleError> {
     Ok(Html(page.render()?))
 }

@@ -52,9 +52,9 @@ pub trait AdminStore {
     async fn admin_by_id(&self, id: i64) -> StoreResult<Option<AdminRecord>>;
     async fn admin_tenants(&self, admin: i64) -> StoreResult<Vec<TenantRef>>;
     /// Records a login attempt and returns how many attempts `email` has made since `since`
-    /// without a success in between ([`Self::clear_login_failures`] at success).
-    async fn record_login_failure(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64>;
-    async fn clear_login_failures(&self, email: &str) -> StoreResult<()>;
+    /// without a success in between ([`Self::clear_login_attempts`] at success).
+    async fn record_login_attempt(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64>;
+    async fn clear_login_attempts(&self, email: &str) -> StoreResult<()>;
     async fn session_load(&self, id: &str, now: DateTime<Utc>) -> StoreResult<Option<Vec<u8>>>;
     /// Inserts or replaces the record; `insert_only` fails (returns false) on an existing id.
     async fn session_save(&self, id: &str, data: &[u8], expiry: DateTime<Utc>, insert_only: bool) -> StoreResult<bool>;
@@ -125,7 +125,7 @@ impl AdminStore for Store {
         })?)
     }
 
-    async fn record_login_failure(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64> {
+    async fn record_login_attempt(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             // Attempts on one email are counted one at a time (SQLite's writer already is).
@@ -154,7 +154,7 @@ impl AdminStore for Store {
         })
     }
 
-    async fn clear_login_failures(&self, email: &str) -> StoreResult<()> {
+    async fn clear_login_attempts(&self, email: &str) -> StoreResult<()> {
         writing!(self, pool => {
             sqlx::query("DELETE FROM login_failures WHERE email = $1").bind(email).execute(pool).await?;
             Ok(())

@@ -17,12 +17,11 @@ use async_trait::async_trait;
 use axum::Form;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum_csrf::CsrfToken;
 use chrono::{NaiveDate, NaiveTime, TimeZone, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::console::auth::{Admin, verify_csrf};
+use crate::console::auth::Admin;
 use crate::console::error::ConsoleError;
 use crate::domain::ContactId;
 use crate::http::AppState;
@@ -107,15 +106,7 @@ enum ConsoleText<'a> {
 }
 
 #[derive(Deserialize)]
-pub struct CancelForm {
-    #[serde(default)]
-    authenticity_token: String,
-}
-
-#[derive(Deserialize)]
 pub struct MoveForm {
-    #[serde(default)]
-    authenticity_token: String,
     #[serde(default)]
     date: String,
     #[serde(default)]
@@ -132,11 +123,8 @@ fn back(tenant: &Tenant, id: i64, query: &str) -> Response {
 pub async fn cancel(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
-    Form(form): Form<CancelForm>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let tenant = admin.tenant(&state, &slug).await?;
     let tool = ConsoleCancel { store: state.store.clone() };
     let result = change(&state, &tenant, &admin, id, &tool, json!({ "booking_id": id })).await?;
@@ -146,11 +134,9 @@ pub async fn cancel(
 pub async fn move_to(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
     Form(form): Form<MoveForm>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let tenant = admin.tenant(&state, &slug).await?;
     let current = state.store.appointment_detail(tenant.id, id).await?.ok_or(ConsoleError::NotFound)?.appointment;
     let date = NaiveDate::parse_from_str(form.date.trim(), "%Y-%m-%d").ok();

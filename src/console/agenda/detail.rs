@@ -6,7 +6,7 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum_csrf::CsrfToken;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use chrono_tz::Tz;
 use serde::Deserialize;
 
@@ -15,6 +15,7 @@ use super::grid::status_label;
 use super::long_date;
 use crate::console::auth::{Admin, csrf_field};
 use crate::console::error::ConsoleError;
+use crate::console::page::local_time as at;
 use crate::console::page::{Nav, Section, render};
 use crate::domain::{Cents, ContactId};
 use crate::http::AppState;
@@ -133,10 +134,6 @@ struct AppointmentPage {
     professionals: Vec<Choice>,
     move_date: String,
     move_time: String,
-}
-
-pub(crate) fn at(tz: Tz, t: DateTime<Utc>) -> String {
-    t.with_timezone(&tz).format("%d/%m/%Y %H:%M").to_string()
 }
 
 /// What a ledger row did to the appointment, and who asked.

@@ -5,12 +5,11 @@
 use axum::Form;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum_csrf::CsrfToken;
 use chrono::Utc;
 use serde::Deserialize;
 
 use super::load;
-use crate::console::auth::{Admin, CsrfOnly, verify_csrf};
+use crate::console::auth::Admin;
 use crate::console::error::ConsoleError;
 use crate::domain::ConversationId;
 use crate::http::AppState;
@@ -24,11 +23,8 @@ fn back(slug: &str, id: i64) -> Response {
 pub async fn take_over(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
-    Form(form): Form<CsrfOnly>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let (tenant, _) = load(&state, &admin, &slug, id).await?;
     let until = state.store.db_time(Utc::now()) + state.handoff_idle;
     state.store.take_over(tenant.id, ConversationId(id), until).await?;
@@ -39,11 +35,8 @@ pub async fn take_over(
 pub async fn release(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
-    Form(form): Form<CsrfOnly>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let (tenant, _) = load(&state, &admin, &slug, id).await?;
     state.store.release_handoff(tenant.id, ConversationId(id)).await?;
     tracing::info!(admin = admin.id, conversation = id, "the conversation went back to the bot");
@@ -52,8 +45,6 @@ pub async fn release(
 
 #[derive(Deserialize)]
 pub struct ReplyForm {
-    #[serde(default)]
-    authenticity_token: String,
     #[serde(default)]
     text: String,
     /// Drawn when the form was rendered: the same submission twice is one message.
@@ -69,11 +60,9 @@ fn valid_reply_key(key: &str) -> bool {
 pub async fn reply(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
     Form(form): Form<ReplyForm>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let (tenant, _) = load(&state, &admin, &slug, id).await?;
     let text = form.text.trim();
     if text.is_empty() {

@@ -9,10 +9,10 @@ use chrono::{DateTime, Days, NaiveDate, Utc};
 use chrono_tz::Tz;
 
 use super::LIST_LIMIT;
-use crate::console::agenda::detail_support::at;
 use crate::console::agenda::{day_start, today};
 use crate::console::auth::{Admin, csrf_field};
 use crate::console::error::ConsoleError;
+use crate::console::page::local_time as at;
 use crate::console::page::{Nav, Section, render};
 use crate::domain::Cents;
 use crate::http::AppState;

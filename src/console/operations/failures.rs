@@ -5,7 +5,6 @@
 //! click, a reload) changes nothing more; another tenant's job id is "not found".
 
 use askama::Template;
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_csrf::CsrfToken;
@@ -13,9 +12,9 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::LIST_LIMIT;
-use crate::console::agenda::detail_support::at;
-use crate::console::auth::{Admin, csrf_field, verify_csrf};
+use crate::console::auth::{Admin, csrf_field};
 use crate::console::error::ConsoleError;
+use crate::console::page::local_time as at;
 use crate::console::page::{Nav, Section, render};
 use crate::domain::JobId;
 use crate::http::AppState;
@@ -51,12 +50,6 @@ struct FailuresPage {
 #[derive(Deserialize)]
 pub struct FailuresQuery {
     ok: Option<String>,
-}
-
-#[derive(Deserialize)]
-pub struct RetryForm {
-    #[serde(default)]
-    authenticity_token: String,
 }
 
 pub async fn page(
@@ -112,11 +105,8 @@ pub async fn page(
 pub async fn retry(
     State(state): State<AppState>,
     admin: Admin,
-    token: CsrfToken,
     Path((slug, id)): Path<(String, i64)>,
-    Form(form): Form<RetryForm>,
 ) -> Result<Response, ConsoleError> {
-    verify_csrf(&token, &form.authenticity_token)?;
     let tenant = admin.tenant(&state, &slug).await?;
     let outcome = match state.store.retry_dead_job(tenant.id, JobId(id), state.store.db_time(Utc::now())).await? {
         Retry::Unknown => return Err(ConsoleError::NotFound),
