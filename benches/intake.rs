@@ -1,9 +1,11 @@
 //! Webhook intake benchmark: the real server binary (a child process) under signed
-//! one-message webhooks from 32 connections with 10% duplicates, next to the same SQL
-//! statements issued directly through the store at the same concurrency (the ceiling).
+//! one-message webhooks from 32 connections with 10% duplicates, twice: with one commit per
+//! message (`BALCAO_INTAKE_BATCH_MAX=1`, the design before group commit, kept as the baseline)
+//! and with group commit (the defaults). Beside them, the limit: the same rows written straight
+//! into the database in batches, which is what the server's commits can at most reach.
 //!
 //! `cargo bench --bench intake` runs SQLite; set `BALCAO_BENCH_POSTGRES_URL` (a server URL; the
-//! bench creates and drops the database `balcao_bench`) to add PostgreSQL. Turn processing is
+//! bench creates and drops the databases `balcao_bench_*`) to add PostgreSQL. Turn processing is
 //! pushed out of the measurement window (a long debounce), so this measures intake alone.
 
 use std::sync::Arc;
@@ -11,9 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use balcao::domain::DatabaseUrl;
-use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
+use balcao::inbound::{ContactIdentity, InboundContent, IntakeWrite, NewInbound};
 use balcao::jobs::{JobKind, TurnTiming};
-use balcao::store::{InboundStore, Store, TenantStore};
+use balcao::store::{IntakeStore, Store, TenantStore};
 use balcao::tenant::{TenantDirectory, TenantSpec};
 use chrono::{TimeDelta, Utc};
 
@@ -27,6 +29,8 @@ fn connections() -> usize {
     std::env::var("BENCH_CONNECTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(CONNECTIONS)
 }
 const MESSAGES: usize = 20_000;
+/// Rows per transaction in the limit run (the server's default batch maximum).
+const LIMIT_BATCH: usize = 64;
 const DUPLICATE_EVERY: usize = 10;
 const RATE_PER_SECOND: usize = 1_000;
 const RATE_SECONDS: usize = 10;
@@ -140,57 +144,148 @@ async fn fresh_store(url: &str) -> Store {
     store
 }
 
-async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String {
-    // Ceiling: the statements the webhook issues per message (the cached tenant lookup, the
-    // contact read and the intake write), straight through the store.
-    let store = fresh_store(&make_url("direct")).await;
-    let timing = TurnTiming { debounce: TimeDelta::minutes(10), debounce_max: TimeDelta::minutes(20), max_attempts: 5 };
-    let direct = {
-        let store = store.clone();
-        let tenants = Arc::new(TenantDirectory::default());
-        drive(MESSAGES, None, move |i| {
-            let (store, tenants) = (store.clone(), tenants.clone());
-            let timing = timing.clone();
-            async move {
-                let tenant =
-                    tenants.by_phone_number_id(&store, PHONE_NUMBER_ID).await.expect("lookup").expect("tenant");
-                let message = NewInbound {
-                    provider_message_id: wamid("direct", i),
-                    contact: ContactIdentity {
-                        wa_id: Some(balcao::domain::PhoneE164::parse(&wa_id(i)).expect("phone")),
-                        user_id: None,
-                        username: None,
-                        profile_name: Some("Cliente".into()),
-                    },
-                    content: InboundContent::Text { body: "quero marcar um corte amanhã às 14h".into() },
-                    context_id: None,
-                    sent_at: None,
-                    raw: serde_json::json!({ "id": wamid("direct", i) }),
-                };
-                store.record_inbound(tenant.id, &message, JobKind::Turn, &timing, Utc::now()).await.expect("record");
-            }
-        })
-        .await
-    };
-    store.close().await;
+/// The i-th message as the webhook parses it.
+fn inbound(run: &str, i: usize) -> NewInbound {
+    NewInbound {
+        provider_message_id: wamid(run, i),
+        contact: ContactIdentity {
+            wa_id: Some(balcao::domain::PhoneE164::parse(&wa_id(i)).expect("phone")),
+            user_id: None,
+            username: None,
+            profile_name: Some("Cliente".into()),
+        },
+        content: InboundContent::Text { body: "quero marcar um corte amanhã às 14h".into() },
+        context_id: None,
+        sent_at: None,
+        raw: serde_json::json!({ "id": wamid(run, i) }),
+    }
+}
 
-    // The server, as a separate process.
-    let url = make_url("server");
-    fresh_store(&url).await.close().await;
+/// The limit: the same rows straight into the database in batches of [`LIMIT_BATCH`], from
+/// `writers` tasks (as many as the server's writers), each batch's conversations resolved
+/// concurrently as the server's requests resolve them.
+async fn limit(url: &str, writers: usize) -> Stats {
+    let store = fresh_store(url).await;
+    let tenant = TenantDirectory::default().by_phone_number_id(&store, PHONE_NUMBER_ID).await.expect("lookup");
+    let tenant = tenant.expect("tenant").id;
+    let timing = TurnTiming { debounce: TimeDelta::minutes(10), debounce_max: TimeDelta::minutes(20), max_attempts: 5 };
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..writers {
+        let (store, next, timing) = (store.clone(), next.clone(), timing.clone());
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let first = next.fetch_add(LIMIT_BATCH, Ordering::Relaxed);
+                if first >= MESSAGES {
+                    return latencies;
+                }
+                let began = Instant::now();
+                let messages: Vec<NewInbound> =
+                    (first..(first + LIMIT_BATCH).min(MESSAGES)).map(|i| inbound("limit", i)).collect();
+                let conversations = futures::future::join_all(
+                    messages.iter().map(|m| store.ensure_conversation(tenant, &m.contact, Utc::now())),
+                )
+                .await;
+                let writes: Vec<IntakeWrite> = messages
+                    .into_iter()
+                    .zip(conversations)
+                    .map(|(message, conversation)| IntakeWrite::Message {
+                        tenant,
+                        conversation: conversation.expect("conversation"),
+                        message,
+                        kind: JobKind::Turn,
+                    })
+                    .collect();
+                let refs: Vec<&IntakeWrite> = writes.iter().collect();
+                store.write_intake_batch(&refs, &timing, Utc::now()).await.expect("batch");
+                latencies.extend(std::iter::repeat_n(began.elapsed(), writes.len()));
+            }
+        });
+    }
+    let mut latencies = Vec::with_capacity(MESSAGES);
+    while let Some(l) = tasks.join_next().await {
+        latencies.extend(l.expect("task"));
+    }
+    let stats = Stats { count: MESSAGES, elapsed: start.elapsed(), latencies };
+    store.close().await;
+    stats
+}
+
+/// One server process under the full-speed then the paced load.
+struct ServerRun {
+    http: Stats,
+    paced: Stats,
+    idle_rss_kb: u64,
+    peak_rss_kb: u64,
+    batches: BatchSizes,
+}
+
+/// `balcao_intake_batch_size` as scraped from `/metrics`.
+struct BatchSizes {
+    count: f64,
+    sum: f64,
+    /// (upper bound, cumulative count)
+    buckets: Vec<(f64, f64)>,
+}
+
+impl BatchSizes {
+    fn parse(text: &str) -> Self {
+        let value = |line: &str| line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let mut sizes = BatchSizes { count: 0.0, sum: 0.0, buckets: Vec::new() };
+        for line in text.lines() {
+            if line.starts_with("balcao_intake_batch_size_count") {
+                sizes.count = value(line);
+            } else if line.starts_with("balcao_intake_batch_size_sum") {
+                sizes.sum = value(line);
+            } else if let Some(rest) = line.strip_prefix("balcao_intake_batch_size_bucket{le=\"") {
+                let bound = rest.split('"').next().and_then(|b| b.parse::<f64>().ok()).unwrap_or(f64::INFINITY);
+                sizes.buckets.push((bound, value(line)));
+            }
+        }
+        sizes
+    }
+
+    /// The bucket bound under which a `q` share of the writes' batches fall (by batch).
+    fn quantile(&self, q: f64) -> f64 {
+        let target = self.count * q;
+        self.buckets.iter().find(|(_, n)| *n >= target).map_or(f64::NAN, |(b, _)| *b)
+    }
+
+    fn describe(&self) -> String {
+        if self.count == 0.0 {
+            return String::new();
+        }
+        format!(
+            "{:.0} commits, mean {:.1}, p50 ≤ {}, p99 ≤ {}",
+            self.count,
+            self.sum / self.count,
+            self.quantile(0.5),
+            self.quantile(0.99)
+        )
+    }
+}
+
+async fn run_server(url: &str, settings: &[(&str, String)], run: &str) -> ServerRun {
+    fresh_store(url).await.close().await;
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
     let dir = tempfile::tempdir().expect("dir");
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_balcao"))
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_balcao"));
+    command
         .current_dir(dir.path())
-        .env("DATABASE_URL", &url)
+        .env("DATABASE_URL", url)
         .env("BALCAO_ADDR", format!("127.0.0.1:{port}"))
         .env("WHATSAPP_APP_SECRET", SECRET)
         .env("BALCAO_DEBOUNCE_MS", "600000")
         .env("BALCAO_DEBOUNCE_MAX_MS", "1200000")
         .env("BALCAO_DB_MAX_CONNECTIONS", pool_size().to_string())
         .env("RUST_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start server");
+        .kill_on_drop(true);
+    for (name, value) in settings {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("start server");
     let pid = child.id().expect("pid");
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::builder().pool_max_idle_per_host(CONNECTIONS).build().expect("client");
@@ -201,12 +296,13 @@ async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle_rss = rss_kb(pid, "VmRSS:");
+    let idle_rss_kb = rss_kb(pid, "VmRSS:");
 
+    let run = run.to_owned();
     let bodies: Arc<Vec<(Vec<u8>, String)>> = Arc::new(
         (0..MESSAGES + RATE_PER_SECOND * RATE_SECONDS)
             .map(|i| {
-                let body = payload("http", i);
+                let body = payload(&run, i);
                 let signature = balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body);
                 (body, signature)
             })
@@ -232,41 +328,69 @@ async fn bench_backend(name: &str, make_url: impl Fn(&str) -> String) -> String 
     };
     let http = drive(MESSAGES, None, post.clone()).await;
     let paced = drive(RATE_PER_SECOND * RATE_SECONDS, Some(RATE_PER_SECOND), move |i| post(MESSAGES + i)).await;
-    let peak_rss = rss_kb(pid, "VmHWM:");
+    let peak_rss_kb = rss_kb(pid, "VmHWM:");
+    let metrics = client.get(format!("{base}/metrics")).send().await.expect("metrics").text().await.expect("text");
     child.kill().await.expect("stop server");
+    ServerRun { http, paced, idle_rss_kb, peak_rss_kb, batches: BatchSizes::parse(&metrics) }
+}
 
-    let ratio = http.throughput() / direct.throughput() * 100.0;
-    format!(
-        "| {name} | direct statements (ceiling) | {:.0} | {} | {} | | |\n\
-         | {name} | server, max rate | {:.0} | {} | {} | {ratio:.0}% of ceiling | |\n\
-         | {name} | server, paced at {RATE_PER_SECOND}/s | {:.0} | {} | {} | | idle {:.1} MB, peak {:.1} MB |\n",
-        direct.throughput(),
-        Stats::ms(direct.percentile(0.5)),
-        Stats::ms(direct.percentile(0.99)),
-        http.throughput(),
-        Stats::ms(http.percentile(0.5)),
-        Stats::ms(http.percentile(0.99)),
-        paced.throughput(),
-        Stats::ms(paced.percentile(0.5)),
-        Stats::ms(paced.percentile(0.99)),
-        idle_rss as f64 / 1024.0,
-        peak_rss as f64 / 1024.0,
-    )
+async fn bench_backend(name: &str, writers: usize, make_url: impl Fn(&str) -> String) -> String {
+    let limit = limit(&make_url("limit"), writers).await;
+    let baseline = run_server(&make_url("baseline"), &[("BALCAO_INTAKE_BATCH_MAX", "1".into())], "baseline").await;
+    let grouped = run_server(&make_url("grouped"), &[("BALCAO_INTAKE_WRITERS", writers.to_string())], "grouped").await;
+    let row = |what: &str, stats: &Stats, vs: String, extra: String| {
+        format!(
+            "| {name} | {what} | {:.0} | {} | {} | {vs} | {extra} |\n",
+            stats.throughput(),
+            Stats::ms(stats.percentile(0.5)),
+            Stats::ms(stats.percentile(0.99)),
+        )
+    };
+    let rss = |run: &ServerRun| {
+        format!("idle {:.1} MB, peak {:.1} MB", run.idle_rss_kb as f64 / 1024.0, run.peak_rss_kb as f64 / 1024.0)
+    };
+    let of_limit = |stats: &Stats| format!("{:.0}% of limit", stats.throughput() / limit.throughput() * 100.0);
+    let mut out = row(
+        &format!("limit: rows in batches of {LIMIT_BATCH}, {writers} writer(s)"),
+        &limit,
+        String::new(),
+        String::new(),
+    );
+    out += &row("one commit per message, max rate", &baseline.http, of_limit(&baseline.http), String::new());
+    out += &row(
+        &format!("one commit per message, paced {RATE_PER_SECOND}/s"),
+        &baseline.paced,
+        String::new(),
+        rss(&baseline),
+    );
+    out += &row(
+        "group commit, max rate",
+        &grouped.http,
+        format!(
+            "{}; {:.1}× one-commit",
+            of_limit(&grouped.http),
+            grouped.http.throughput() / baseline.http.throughput()
+        ),
+        grouped.batches.describe(),
+    );
+    out += &row(&format!("group commit, paced {RATE_PER_SECOND}/s"), &grouped.paced, String::new(), rss(&grouped));
+    out
 }
 
 #[tokio::main]
 async fn main() {
     let mut table = String::from(
-        "| backend | what | msgs/s | p50 ms | p99 ms | vs ceiling | server RSS |\n|---|---|---|---|---|---|---|\n",
+        "| backend | what | msgs/s | p50 ms | p99 ms | vs | batches / RSS |\n|---|---|---|---|---|---|---|\n",
     );
     let dir = tempfile::tempdir().expect("dir");
     let root = dir.path().to_owned();
-    table += &bench_backend("SQLite", |which| format!("sqlite://{}/{which}.db", root.display())).await;
+    // SQLite has one writing connection: one writer.
+    table += &bench_backend("SQLite", 1, |which| format!("sqlite://{}/{which}.db", root.display())).await;
 
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
         let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
         let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
-        for which in ["direct", "server"] {
+        for which in ["limit", "baseline", "grouped"] {
             let db = format!("balcao_bench_{which}");
             sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}")))
                 .execute(&admin)
@@ -274,7 +398,8 @@ async fn main() {
                 .expect("drop");
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.expect("create");
         }
-        table += &bench_backend("PostgreSQL", |which| format!("{base}/balcao_bench_{which}")).await;
+        let writers = std::env::var("BENCH_WRITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        table += &bench_backend("PostgreSQL", writers, |which| format!("{base}/balcao_bench_{which}")).await;
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }

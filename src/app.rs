@@ -21,6 +21,7 @@ use crate::agent::tools::{ProposeBooking, booking_tools, merchant_tools};
 use crate::agent::{AgentSettings, AgentTurn, Audience, ByAudience, ByKind, GuidedTurn, MerchantMenu};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
+use crate::inbound::GroupCommit;
 use crate::jobs::{TurnHandler, TurnTiming, Worker, WorkerPool};
 use crate::ledger::Executor;
 use crate::llm::anthropic::AnthropicClient;
@@ -226,7 +227,12 @@ impl App {
             metrics: metrics.clone(),
             app_secret: config.whatsapp.app_secret.clone(),
             verify_token: config.whatsapp.verify_token.clone(),
-            timing: Arc::new(TurnTiming::from_config(&config.queue)),
+            intake: GroupCommit::start(
+                store.clone(),
+                Arc::new(TurnTiming::from_config(&config.queue)),
+                metrics.clone(),
+                &config.intake,
+            ),
             wake_workers: wake_workers.clone(),
             admin_token: config.admin_token.clone(),
             simulator_open: local_mode && loopback,

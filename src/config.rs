@@ -34,6 +34,14 @@ const JOB_LEASE_SECONDS: RangeInclusive<u64> = 3..=3_600;
 /// A customer waits at least this long for an answer; past an hour it is no longer one.
 const DEBOUNCE_MS: RangeInclusive<u64> = 0..=3_600_000;
 const DEBOUNCE_MAX_MS: RangeInclusive<u64> = 0..=3_600_000;
+/// Webhook writes committed together: 1 commits each on its own (no group commit); a batch
+/// holds its writers' row locks until it commits, so a thousand is plenty.
+const INTAKE_BATCH_MAX: RangeInclusive<u64> = 1..=1_000;
+/// How long a batch waits for company after its first write; every write in it waits up to
+/// this long, so beyond 100 ms it is a delay, not a batch.
+const INTAKE_BATCH_WINDOW_MS: RangeInclusive<u64> = 0..=100;
+/// Batches committing at once (PostgreSQL; SQLite has one writer). Each holds a connection.
+const INTAKE_WRITERS: RangeInclusive<u64> = 1..=32;
 /// Each worker may hold a database connection for a whole turn.
 const WORKERS: RangeInclusive<u64> = 1..=256;
 /// Every retry backs off exponentially, so more attempts than this would span weeks.
@@ -89,6 +97,17 @@ pub struct WhatsAppConfig {
     pub verify_token: Option<Secret>,
     pub access_token: Option<Secret>,
     pub api_url: String,
+}
+
+/// Group commit at the webhook intake (`crate::inbound::group_commit`).
+#[derive(Debug, Clone)]
+pub struct IntakeConfig {
+    /// `BALCAO_INTAKE_BATCH_MAX`: writes per commit at most; 1 turns group commit off.
+    pub batch_max: usize,
+    /// `BALCAO_INTAKE_BATCH_WINDOW_MS`: how long a batch stays open for more writes.
+    pub batch_window: Duration,
+    /// `BALCAO_INTAKE_WRITERS`: batches committing at once on PostgreSQL.
+    pub writers: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -179,6 +198,7 @@ pub struct Config {
     pub addr: SocketAddr,
     pub whatsapp: WhatsAppConfig,
     pub queue: QueueConfig,
+    pub intake: IntakeConfig,
     pub outbox: OutboxConfig,
     pub ledger: LedgerConfig,
     pub agent: AgentConfig,
@@ -305,6 +325,16 @@ impl Config {
         let debounce_max =
             Duration::from_millis(r.bounded("BALCAO_DEBOUNCE_MAX_MS", 10_000, DEBOUNCE_MAX_MS, "milliseconds"));
         let workers = r.bounded("BALCAO_WORKERS", 4, WORKERS, "workers") as usize;
+        let intake = IntakeConfig {
+            batch_max: r.bounded("BALCAO_INTAKE_BATCH_MAX", 64, INTAKE_BATCH_MAX, "writes") as usize,
+            batch_window: Duration::from_millis(r.bounded(
+                "BALCAO_INTAKE_BATCH_WINDOW_MS",
+                1,
+                INTAKE_BATCH_WINDOW_MS,
+                "milliseconds",
+            )),
+            writers: r.bounded("BALCAO_INTAKE_WRITERS", 2, INTAKE_WRITERS, "writers") as usize,
+        };
         let queue = QueueConfig {
             lease,
             debounce,
@@ -432,6 +462,7 @@ impl Config {
             addr,
             whatsapp,
             queue,
+            intake,
             outbox,
             ledger,
             agent,
@@ -520,6 +551,9 @@ mod tests {
         ("BALCAO_DEBOUNCE_MS", DEBOUNCE_MS),
         ("BALCAO_DEBOUNCE_MAX_MS", DEBOUNCE_MAX_MS),
         ("BALCAO_WORKERS", WORKERS),
+        ("BALCAO_INTAKE_BATCH_MAX", INTAKE_BATCH_MAX),
+        ("BALCAO_INTAKE_BATCH_WINDOW_MS", INTAKE_BATCH_WINDOW_MS),
+        ("BALCAO_INTAKE_WRITERS", INTAKE_WRITERS),
         ("BALCAO_JOB_MAX_ATTEMPTS", MAX_ATTEMPTS),
         ("BALCAO_JOB_BACKOFF_BASE_MS", BACKOFF_BASE_MS),
         ("BALCAO_JOB_BACKOFF_MAX_SECONDS", BACKOFF_MAX_SECONDS),

@@ -84,6 +84,10 @@ pub struct Inner {
     pub model_call_seconds: Family<ModelCallLabels, Histogram>,
     pub tool_seconds: Family<ToolLabels, Histogram>,
     pub outbox_send_seconds: Histogram,
+    /// Writes per intake commit (group commit); 1 for every write when it is off.
+    pub intake_batch_size: Histogram,
+    /// Intake batches whose transaction failed, each write then retried alone.
+    pub intake_batches_split: Counter,
     /// Jobs available or retryable and due; set at each scrape.
     pub queue_depth: Gauge,
     /// How long the oldest runnable job has been due, 0 when none; set at each scrape.
@@ -127,6 +131,8 @@ impl Metrics {
         let outbox_sent = counter("outbox_sent", "Outbound messages accepted by WhatsApp");
         let outbox_failed = counter("outbox_failed", "Outbound messages that failed permanently");
         let outbox_retried = counter("outbox_retried", "Outbound send attempts to be retried");
+        let intake_batches_split =
+            counter("intake_batches_split", "Intake batches that failed and were retried one write at a time");
         let mut histogram = |name: &str, help: &str| {
             let h = seconds_histogram();
             registry.register(name, help, h.clone());
@@ -135,6 +141,9 @@ impl Metrics {
         let webhook_seconds = histogram("webhook_seconds", "Time to handle a webhook POST");
         let turn_seconds = histogram("turn_seconds", "Time to run a claimed job to an outcome");
         let outbox_send_seconds = histogram("outbox_send_seconds", "Time of one send attempt to the Graph API");
+        // Batch sizes in doublings up to the largest batch the settings allow.
+        let intake_batch_size = Histogram::new(exponential_buckets(1.0, 2.0, 11));
+        registry.register("intake_batch_size", "Webhook writes committed together", intake_batch_size.clone());
         let model_call_seconds =
             Family::<ModelCallLabels, Histogram>::new_with_constructor(seconds_histogram as fn() -> Histogram);
         registry.register(
@@ -175,6 +184,8 @@ impl Metrics {
                 model_call_seconds,
                 tool_seconds,
                 outbox_send_seconds,
+                intake_batch_size,
+                intake_batches_split,
                 queue_depth,
                 queue_oldest_seconds,
             }),

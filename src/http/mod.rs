@@ -20,7 +20,6 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::domain::Secret;
-use crate::jobs::TurnTiming;
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::tenant::TenantDirectory;
@@ -38,7 +37,8 @@ pub struct AppState {
     pub metrics: Metrics,
     pub app_secret: Secret,
     pub verify_token: Option<Secret>,
-    pub timing: Arc<TurnTiming>,
+    /// Stores webhook writes, committed in groups across concurrent requests.
+    pub intake: crate::inbound::GroupCommit,
     /// Wakes idle workers after a message is stored.
     pub wake_workers: Arc<Notify>,
     /// Opens the simulator API to its bearer (constant-time comparison).

@@ -1,7 +1,8 @@
 //! `GET|POST /webhooks/whatsapp`.
 //!
-//! POST order: signature over the raw bytes → JSON → every element stored (one transaction
-//! per message, the job enqueued inside it) → 200. A duplicate is 200 and changes nothing. An
+//! POST order: signature over the raw bytes → JSON → every element stored (each message with
+//! its job in one transaction, shared with concurrent requests' writes by the group commit) →
+//! 200 once that transaction committed. A duplicate is 200 and changes nothing. An
 //! unknown number is 200 (retrying cannot help and would storm). A database failure is 500,
 //! so Meta redelivers the batch; what was stored is deduplicated then.
 
@@ -55,7 +56,7 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: &Bytes) -> Result<S
         state.metrics.webhook_parse_errors.inc();
         ApiError::BadRequest(format!("body is not JSON: {e}"))
     })?;
-    let report = ingest(&state.store, &state.tenants, &state.metrics, &state.timing, &value).await;
+    let report = ingest(&state.store, &state.tenants, &state.metrics, &state.intake, &value).await;
     if report.stored > 0 {
         state.wake_workers.notify_one();
     }

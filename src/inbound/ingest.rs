@@ -3,13 +3,17 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use super::NewInbound;
+use futures::future::join_all;
+
+use super::group_commit::GroupCommit;
+use super::{IntakeWrite, Written};
 use crate::actions::ClickId;
-use crate::jobs::{JobKind, TurnTiming};
+use crate::domain::TenantId;
+use crate::jobs::JobKind;
 use crate::metrics::Metrics;
-use crate::store::{InboundStore, OutboxStore, Recorded, Store, StoreError};
-use crate::tenant::{Tenant, TenantDirectory};
-use crate::whatsapp::webhook::{StatusUpdate, parse_batch};
+use crate::store::{Recorded, Store};
+use crate::tenant::TenantDirectory;
+use crate::whatsapp::webhook::parse_batch;
 
 /// What a body contained and what became of it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -24,12 +28,13 @@ pub struct IngestReport {
     pub storage_failures: usize,
 }
 
-/// Processes every element of `body`; one failure never drops its siblings.
+/// Processes every element of `body`; one failure never drops its siblings. Writes go through
+/// `writer` (group commit), all of the body's at once, and this returns after they committed.
 pub async fn ingest(
     store: &Store,
     tenants: &TenantDirectory,
     metrics: &Metrics,
-    timing: &TurnTiming,
+    writer: &GroupCommit,
     body: &Value,
 ) -> IngestReport {
     let batch = parse_batch(body);
@@ -38,6 +43,7 @@ pub async fn ingest(
         metrics.webhook_parse_errors.inc();
         tracing::warn!(%error, "skipped a malformed webhook element");
     }
+    let mut writes = Vec::new();
     for change in batch.changes {
         let tenant = match tenants.by_phone_number_id(store, &change.phone_number_id).await {
             Ok(Some(tenant)) => tenant,
@@ -53,15 +59,15 @@ pub async fn ingest(
                 continue;
             }
         };
-        for message in &change.messages {
-            match record(store, &tenant, message, timing).await {
-                Ok(Recorded::New { .. }) => {
-                    metrics.inbound_received.inc();
-                    report.stored += 1;
-                }
-                Ok(Recorded::Duplicate) => {
-                    metrics.inbound_duplicate.inc();
-                    report.duplicates += 1;
+        for message in change.messages {
+            match store.ensure_conversation(tenant.id, &message.contact, Utc::now()).await {
+                Ok(conversation) => {
+                    // A click on a pending action's button is answered on its own, without the model.
+                    let kind = match message.content.reply_id().and_then(ClickId::parse) {
+                        Some(_) => JobKind::Click,
+                        None => JobKind::Turn,
+                    };
+                    writes.push(IntakeWrite::Message { tenant: tenant.id, conversation, message, kind });
                 }
                 Err(e) => {
                     report.storage_failures += 1;
@@ -69,46 +75,43 @@ pub async fn ingest(
                 }
             }
         }
-        for status in &change.statuses {
-            match apply(store, &tenant, status).await {
-                Ok(true) => {
+        writes.extend(change.statuses.into_iter().map(|update| IntakeWrite::Status { tenant: tenant.id, update }));
+    }
+    let described: Vec<(TenantId, String, &'static str)> = writes.iter().map(describe).collect();
+    let results = join_all(writes.into_iter().map(|write| writer.write(write))).await;
+    for ((tenant, id, kind), result) in described.into_iter().zip(results) {
+        match result {
+            Ok(Written::Message(Recorded::New { conversation, job })) => {
+                metrics.inbound_received.inc();
+                report.stored += 1;
+                tracing::info!(%tenant, %conversation, %job, wamid = %id, kind, "inbound message stored");
+            }
+            Ok(Written::Message(Recorded::Duplicate)) => {
+                metrics.inbound_duplicate.inc();
+                report.duplicates += 1;
+            }
+            Ok(Written::Status(applied)) => {
+                tracing::debug!(%tenant, wamid = %id, status = kind, applied, "status webhook");
+                if applied {
                     metrics.statuses_applied.inc();
                     report.statuses += 1;
                 }
-                Ok(false) => {}
-                Err(e) => {
-                    report.storage_failures += 1;
-                    tracing::error!(tenant = %tenant.id, wamid = %status.provider_message_id, error = %e, "failed to apply a status");
-                }
+            }
+            Err(e) => {
+                report.storage_failures += 1;
+                tracing::error!(%tenant, wamid = %id, error = %e, "failed to store a webhook element");
             }
         }
     }
     report
 }
 
-async fn record(
-    store: &Store,
-    tenant: &Tenant,
-    message: &NewInbound,
-    timing: &TurnTiming,
-) -> Result<Recorded, StoreError> {
-    // A click on a pending action's button is answered on its own, without the model.
-    let kind = match message.content.reply_id().and_then(ClickId::parse) {
-        Some(_) => JobKind::Click,
-        None => JobKind::Turn,
-    };
-    let recorded = store.record_inbound(tenant.id, message, kind, timing, Utc::now()).await?;
-    if let Recorded::New { conversation, job } = recorded {
-        tracing::info!(
-            tenant = %tenant.id, %conversation, %job, wamid = %message.provider_message_id,
-            kind = message.content.kind(), "inbound message stored"
-        );
+/// What the log says about a write: its tenant, provider id and kind (or status).
+fn describe(write: &IntakeWrite) -> (TenantId, String, &'static str) {
+    match write {
+        IntakeWrite::Message { tenant, message, kind, .. } => {
+            (*tenant, message.provider_message_id.clone(), kind.as_str())
+        }
+        IntakeWrite::Status { tenant, update } => (*tenant, update.provider_message_id.clone(), update.status.as_str()),
     }
-    Ok(recorded)
-}
-
-async fn apply(store: &Store, tenant: &Tenant, status: &StatusUpdate) -> Result<bool, StoreError> {
-    let applied = store.apply_status(tenant.id, status, Utc::now()).await?;
-    tracing::debug!(tenant = %tenant.id, wamid = %status.provider_message_id, status = status.status.as_str(), applied, "status webhook");
-    Ok(applied)
 }

@@ -5,15 +5,22 @@
 //!   `INSERT … ON CONFLICT DO NOTHING`), and its turn job is enqueued or extended in the same
 //!   transaction, so a duplicate delivery (sequential or concurrent) changes nothing;
 //! - one bad element of a batch is logged and counted; its siblings are still processed;
+//! - writes are committed in groups across concurrent requests ([`group_commit`]), and a
+//!   request is answered only after its writes committed;
 //! - no model or provider call happens here: the webhook answers fast.
 
+pub mod group_commit;
 mod ingest;
 
+pub use group_commit::GroupCommit;
 pub use ingest::{IngestReport, ingest};
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{ConversationId, PhoneE164};
+use crate::domain::{ConversationId, PhoneE164, TenantId};
+use crate::jobs::JobKind;
+use crate::store::Recorded;
+use crate::whatsapp::webhook::StatusUpdate;
 
 /// Who wrote: WhatsApp's `wa_id` when present, else the business-scoped user id (2026).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,4 +133,21 @@ pub struct ConversationContact {
     pub wa_id: Option<PhoneE164>,
     pub user_id: Option<String>,
     pub profile_name: Option<String>,
+}
+
+/// One write the intake makes for a verified webhook element.
+#[derive(Debug, Clone)]
+pub enum IntakeWrite {
+    /// A customer's message, for a conversation already resolved, and the job it feeds.
+    Message { tenant: TenantId, conversation: ConversationId, message: NewInbound, kind: JobKind },
+    /// A delivery status for one of our outbound messages.
+    Status { tenant: TenantId, update: StatusUpdate },
+}
+
+/// What an [`IntakeWrite`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Message(Recorded),
+    /// Whether the status moved an outbound message forward.
+    Status(bool),
 }

@@ -1,7 +1,6 @@
 //! Inbound messages, contacts and conversations.
 
 use chrono::{DateTime, Utc};
-use sqlx::types::Json;
 
 use super::{Dialect, Pool, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
@@ -26,6 +25,7 @@ macro_rules! insert_inbound_sql {
          RETURNING id"
     };
 }
+pub(crate) use insert_inbound_sql;
 
 /// Binds `insert_inbound_sql!`'s ten parameters, in order, to `$query`.
 macro_rules! bind_inbound {
@@ -40,9 +40,10 @@ macro_rules! bind_inbound {
             .bind($message.context_id.as_deref())
             .bind($message.sent_at)
             .bind($now)
-            .bind(Json(&$message.raw))
+            .bind(sqlx::types::Json(&$message.raw))
     };
 }
+pub(crate) use bind_inbound;
 
 /// Creates the conversation's pending turn, or pushes its start back but never past the
 /// debounce deadline. `$rows` supplies (tenant, conversation, state, run_at, deadline,
@@ -60,6 +61,64 @@ macro_rules! upsert_turn_sql {
         )
     };
 }
+pub(crate) use upsert_turn_sql;
+
+/// Inside a write transaction `$tx`: stores `$message` unless its provider id is there and, if
+/// stored, gives it its job (a turn upserted and pushed back, or a click's own job). Yields
+/// `Some(job)`, or `None` for a duplicate (which wrote nothing). Shared by the one-message
+/// transactions and the intake's group commit.
+macro_rules! record_in_tx {
+    ($tx:ident, $tenant:expr, $conversation:expr, $message:expr, $kind:expr, $timing:expr, $now:expr) => {
+        async {
+            let inserted: Option<i64> =
+                bind_inbound!(sqlx::query_scalar(insert_inbound_sql!()), $tenant, $conversation, $message, $now)
+                    .fetch_optional(&mut *$tx)
+                    .await?;
+            let Some(inserted) = inserted else {
+                return Ok::<_, $crate::store::StoreError>(None);
+            };
+            let job: i64 = match $kind {
+                $crate::jobs::JobKind::Turn => {
+                    sqlx::query_scalar(upsert_turn_sql!("VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)"))
+                        .bind($tenant.0)
+                        .bind($conversation.0)
+                        .bind($now + $timing.debounce)
+                        .bind($now + $timing.debounce_max)
+                        .bind(i64::from($timing.max_attempts))
+                        .bind($now)
+                        .fetch_one(&mut *$tx)
+                        .await?
+                }
+                // A click gets a job of its own, with the message as its only one and its trigger.
+                $crate::jobs::JobKind::Click => {
+                    let job: i64 = sqlx::query_scalar(
+                        "INSERT INTO jobs (tenant_id, conversation_id, kind, state, run_at, debounce_deadline, attempts,
+                                           max_attempts, trigger_message_id, created_at, updated_at)
+                         VALUES ($1, $2, 'click', 'available', $3, $3, 0, $4, $5, $3, $3)
+                         RETURNING id",
+                    )
+                    .bind($tenant.0)
+                    .bind($conversation.0)
+                    .bind($now)
+                    .bind(i64::from($timing.max_attempts))
+                    .bind(&$message.provider_message_id)
+                    .fetch_one(&mut *$tx)
+                    .await?;
+                    sqlx::query("UPDATE inbound_messages SET turn_id = $1 WHERE tenant_id = $2 AND id = $3")
+                        .bind(job)
+                        .bind($tenant.0)
+                        .bind(inserted)
+                        .execute(&mut *$tx)
+                        .await?;
+                    job
+                }
+            };
+            Ok(Some($crate::domain::JobId(job)))
+        }
+        .await
+    };
+}
+pub(crate) use record_in_tx;
 
 #[derive(sqlx::FromRow)]
 struct ContactRow {
@@ -80,6 +139,17 @@ pub trait InboundStore {
     async fn record_inbound(
         &self,
         tenant: TenantId,
+        message: &NewInbound,
+        kind: JobKind,
+        timing: &TurnTiming,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Recorded>;
+    /// [`Self::record_inbound`] for a conversation the caller already resolved
+    /// ([`Store::ensure_conversation`]).
+    async fn record_inbound_for(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
         message: &NewInbound,
         kind: JobKind,
         timing: &TurnTiming,
@@ -111,10 +181,21 @@ impl InboundStore for Store {
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
         let conversation = self.ensure_conversation(tenant, &message.contact, now).await?;
+        self.record_inbound_for(tenant, conversation, message, kind, timing, now).await
+    }
+
+    async fn record_inbound_for(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        message: &NewInbound,
+        kind: JobKind,
+        timing: &TurnTiming,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Recorded> {
         if kind == JobKind::Click {
             return self.record_click(tenant, conversation, message, timing, now).await;
         }
-        let (job, debounce_deadline) = (now + timing.debounce, now + timing.debounce_max);
         let job: Option<i64> = match &self.pool {
             Pool::Postgres(pool) => {
                 // One statement, atomic on its own: the job is upserted only when the message
@@ -128,8 +209,8 @@ impl InboundStore for Store {
                     ),
                 ));
                 bind_inbound!(query, tenant, conversation, message, now)
-                    .bind(job)
-                    .bind(debounce_deadline)
+                    .bind(now + timing.debounce)
+                    .bind(now + timing.debounce_max)
                     .bind(i64::from(timing.max_attempts))
                     .fetch_optional(pool)
                     .await?
@@ -137,28 +218,14 @@ impl InboundStore for Store {
             Pool::Sqlite { write: pool, .. } => {
                 // SQLite has no data-modifying CTEs: the same two statements in one transaction.
                 let mut tx = pool.begin_write().await?;
-                let inserted: Option<i64> =
-                    bind_inbound!(sqlx::query_scalar(insert_inbound_sql!()), tenant, conversation, message, now)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                match inserted {
+                match record_in_tx!(tx, tenant, conversation, message, JobKind::Turn, timing, now)? {
                     None => {
                         tx.rollback().await?;
                         None
                     }
-                    Some(_) => {
-                        let job: i64 =
-                            sqlx::query_scalar(upsert_turn_sql!("VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)"))
-                                .bind(tenant.0)
-                                .bind(conversation.0)
-                                .bind(job)
-                                .bind(debounce_deadline)
-                                .bind(i64::from(timing.max_attempts))
-                                .bind(now)
-                                .fetch_one(&mut *tx)
-                                .await?;
+                    Some(job) => {
                         tx.commit().await?;
-                        Some(job)
+                        Some(job.0)
                     }
                 }
             }
@@ -270,35 +337,13 @@ impl Store {
     ) -> StoreResult<Recorded> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let inserted: Option<i64> =
-                bind_inbound!(sqlx::query_scalar(insert_inbound_sql!()), tenant, conversation, message, now)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            let Some(inserted) = inserted else {
+            let job = record_in_tx!(tx, tenant, conversation, message, JobKind::Click, timing, now)?;
+            let Some(job) = job else {
                 tx.rollback().await?;
                 return Ok(Recorded::Duplicate);
             };
-            let job: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (tenant_id, conversation_id, kind, state, run_at, debounce_deadline, attempts,
-                                   max_attempts, trigger_message_id, created_at, updated_at)
-                 VALUES ($1, $2, 'click', 'available', $3, $3, 0, $4, $5, $3, $3)
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(conversation.0)
-            .bind(now)
-            .bind(i64::from(timing.max_attempts))
-            .bind(&message.provider_message_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            sqlx::query("UPDATE inbound_messages SET turn_id = $1 WHERE tenant_id = $2 AND id = $3")
-                .bind(job)
-                .bind(tenant.0)
-                .bind(inserted)
-                .execute(&mut *tx)
-                .await?;
             tx.commit().await?;
-            Ok(Recorded::New { conversation, job: JobId(job) })
+            Ok(Recorded::New { conversation, job })
         })
     }
 

@@ -45,6 +45,35 @@ macro_rules! insert_outbound {
 }
 pub(crate) use insert_outbound;
 
+/// Applies a status webhook on `$executor` (a pool or a transaction); yields the rows changed.
+/// Matched by wamid or by our key, forward-only: a late `delivered` never undoes `read`.
+macro_rules! apply_status_on {
+    ($executor:expr, $tenant:expr, $update:expr, $now:expr) => {
+        async {
+            sqlx::query(
+                "UPDATE outbound_messages SET
+                 status = $1, provider_message_id = COALESCE(provider_message_id, $2),
+                 last_error = COALESCE($3, last_error), sent_at = COALESCE(sent_at, $4), updated_at = $4
+             WHERE tenant_id = $5 AND (provider_message_id = $2 OR idempotency_key = $6)
+               AND status <> 'local'
+               AND (CASE status WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3
+                                WHEN 'failed' THEN 4 ELSE 0 END) < $7",
+            )
+            .bind($update.status.as_str())
+            .bind(&$update.provider_message_id)
+            .bind($update.error.as_deref())
+            .bind($now)
+            .bind($tenant.0)
+            .bind($update.callback_key.as_deref())
+            .bind($update.status.rank())
+            .execute($executor)
+            .await
+            .map(|r| r.rows_affected())
+        }
+    };
+}
+pub(crate) use apply_status_on;
+
 #[allow(async_fn_in_trait)]
 pub trait OutboxStore {
     /// Inserts the reply unless its key exists; `None` means it was already there.
@@ -251,27 +280,7 @@ impl OutboxStore for Store {
     }
 
     async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
-            sqlx::query(
-                "UPDATE outbound_messages SET
-                     status = $1, provider_message_id = COALESCE(provider_message_id, $2),
-                     last_error = COALESCE($3, last_error), sent_at = COALESCE(sent_at, $4), updated_at = $4
-                 WHERE tenant_id = $5 AND (provider_message_id = $2 OR idempotency_key = $6)
-                   AND status <> 'local'
-                   AND (CASE status WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3
-                                    WHEN 'failed' THEN 4 ELSE 0 END) < $7",
-            )
-            .bind(update.status.as_str())
-            .bind(&update.provider_message_id)
-            .bind(update.error.as_deref())
-            .bind(now)
-            .bind(tenant.0)
-            .bind(update.callback_key.as_deref())
-            .bind(update.status.rank())
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })?;
+        let n = writing!(self, pool => apply_status_on!(pool, tenant, update, now).await)?;
         Ok(n > 0)
     }
 

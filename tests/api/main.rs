@@ -19,6 +19,7 @@ mod console_agenda;
 mod console_conversations;
 mod console_operations;
 mod deposits;
+mod group_commit;
 mod guided;
 mod handoff;
 mod hardening;

@@ -1,0 +1,174 @@
+//! Group commit at the intake: concurrent webhook requests hand their verified, parsed writes
+//! to writer tasks that store them in one transaction per batch, and each request is answered
+//! after the commit that holds its writes.
+//!
+//! Why: a durable commit waits for the disk's flush, and one commit per message made that flush
+//! the ceiling of the intake. The limit is the flush rate times the writes that share a flush.
+//!
+//! Invariants:
+//! - a write is answered only after the transaction holding it committed, or with the error that
+//!   kept it out: a 200 still means "stored durably";
+//! - batching changes when a commit happens, never what is written: each write runs the
+//!   statements it runs alone (`IntakeStore`), so dedup stays the unique provider id (a repeat
+//!   inside a batch, in another writer's batch or another process's is one row) and a message's
+//!   turn upsert stays in its transaction;
+//! - one failing write never fails its batch-mates: when a batch's transaction fails, each of
+//!   its writes is retried alone, in a transaction of its own, and answered with its own result;
+//! - a batch closes when it holds `batch_max` writes or `batch_window` after its first write;
+//!   a writer never waits while it has nothing, and while one batch commits the next collects,
+//!   so batches grow with the load by themselves;
+//! - writes of one conversation keep their arrival order (message ids follow it), and batches
+//!   take row locks in conversation order, so two batches rarely wait on each other in a cycle
+//!   (a deadlock the database breaks is one more failed batch, retried alone);
+//! - SQLite has one writing connection, so one writer; PostgreSQL runs `writers` batches at
+//!   once, each on its own connection, and every process batches on its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{IntakeWrite, Written};
+use crate::config::IntakeConfig;
+use crate::jobs::TurnTiming;
+use crate::metrics::Metrics;
+use crate::store::{IntakeStore, Store, StoreError, StoreResult};
+
+/// Writes waiting for a writer, per writer and per batch slot: enough to fill the next batches
+/// while the current ones commit; beyond it, requests wait to enqueue (backpressure).
+const QUEUED_BATCHES_PER_WRITER: usize = 4;
+
+/// Stores intake writes, alone or in batches. Cheap to clone.
+#[derive(Clone)]
+pub struct GroupCommit {
+    store: Store,
+    timing: Arc<TurnTiming>,
+    metrics: Metrics,
+    /// `None`: group commit is off (`batch_max` 1), each write commits in its request's task.
+    queue: Option<mpsc::Sender<Queued>>,
+}
+
+struct Queued {
+    write: IntakeWrite,
+    answer: oneshot::Sender<StoreResult<Written>>,
+}
+
+/// What one writer task needs; the receiver is shared, so one writer collects at a time while
+/// the others commit.
+struct Writer {
+    store: Store,
+    timing: Arc<TurnTiming>,
+    metrics: Metrics,
+    batch_max: usize,
+    window: Duration,
+    queue: Arc<Mutex<mpsc::Receiver<Queued>>>,
+}
+
+impl GroupCommit {
+    /// Starts the writers (none when `batch_max` is 1). They stop once every clone of the
+    /// returned handle is dropped and the writes already handed over are answered.
+    pub fn start(store: Store, timing: Arc<TurnTiming>, metrics: Metrics, config: &IntakeConfig) -> Self {
+        if config.batch_max <= 1 {
+            return Self { store, timing, metrics, queue: None };
+        }
+        let writers = if store.backend() == "sqlite" { 1 } else { config.writers.max(1) };
+        let (sender, receiver) = mpsc::channel(config.batch_max * writers * QUEUED_BATCHES_PER_WRITER);
+        let receiver = Arc::new(Mutex::new(receiver));
+        for _ in 0..writers {
+            let writer = Writer {
+                store: store.clone(),
+                timing: timing.clone(),
+                metrics: metrics.clone(),
+                batch_max: config.batch_max,
+                window: config.batch_window,
+                queue: receiver.clone(),
+            };
+            tokio::spawn(writer.run());
+        }
+        Self { store, timing, metrics, queue: Some(sender) }
+    }
+
+    /// Stores `write`; returns once it is committed (or could not be).
+    pub async fn write(&self, write: IntakeWrite) -> StoreResult<Written> {
+        let Some(queue) = &self.queue else {
+            self.metrics.intake_batch_size.observe(1.0);
+            return self.store.write_intake(&write, &self.timing, Utc::now()).await;
+        };
+        let (answer, answered) = oneshot::channel();
+        queue.send(Queued { write, answer }).await.map_err(|_| stopped())?;
+        answered.await.map_err(|_| stopped())?
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Database(sqlx::Error::PoolClosed)
+}
+
+impl Writer {
+    async fn run(self) {
+        while let Some(mut batch) = self.collect().await {
+            // Stable: a conversation's writes keep their arrival order.
+            batch.sort_by_key(|q| lock_order(&q.write));
+            self.commit(batch).await;
+        }
+    }
+
+    /// The next batch: waits for a first write, then takes what is queued, waiting up to the
+    /// window for more while the batch has room. `None` once the queue is closed and empty.
+    async fn collect(&self) -> Option<Vec<Queued>> {
+        let mut queue = self.queue.lock().await;
+        let first = queue.recv().await?;
+        let mut batch = Vec::with_capacity(self.batch_max);
+        batch.push(first);
+        let deadline = Instant::now() + self.window;
+        while batch.len() < self.batch_max {
+            match queue.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => match tokio::time::timeout_at(deadline, queue.recv()).await {
+                    Ok(Some(next)) => batch.push(next),
+                    Ok(None) | Err(_) => break,
+                },
+            }
+        }
+        Some(batch)
+    }
+
+    async fn commit(&self, batch: Vec<Queued>) {
+        self.metrics.intake_batch_size.observe(batch.len() as f64);
+        let writes: Vec<&IntakeWrite> = batch.iter().map(|q| &q.write).collect();
+        match self.store.write_intake_batch(&writes, &self.timing, Utc::now()).await {
+            Ok(written) => {
+                for (queued, written) in batch.into_iter().zip(written) {
+                    // The request may have gone (client hung up); its write is stored anyway.
+                    let _ = queued.answer.send(Ok(written));
+                }
+            }
+            Err(e) if batch.len() == 1 => {
+                if let Some(queued) = batch.into_iter().next() {
+                    let _ = queued.answer.send(Err(e));
+                }
+            }
+            Err(e) => {
+                self.metrics.intake_batches_split.inc();
+                tracing::warn!(error = %e, writes = batch.len(), "an intake batch failed; retrying its writes alone");
+                for queued in batch {
+                    let result = self.store.write_intake(&queued.write, &self.timing, Utc::now()).await;
+                    let _ = queued.answer.send(result);
+                }
+            }
+        }
+    }
+}
+
+/// Batches lock a conversation's job row after its message: ordering writes by conversation
+/// makes concurrent batches lock in one order.
+fn lock_order(write: &IntakeWrite) -> (i64, i64) {
+    match write {
+        IntakeWrite::Message { tenant, conversation, .. } => (tenant.0, conversation.0),
+        // Statuses lock outbound rows only, after every conversation's.
+        IntakeWrite::Status { tenant, .. } => (tenant.0, i64::MAX),
+    }
+}

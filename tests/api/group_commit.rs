@@ -1,0 +1,130 @@
+//! Group commit at the intake: concurrent writes share transactions, duplicates stay one row,
+//! and a failing write does not fail its batch-mates.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use balcao::config::IntakeConfig;
+use balcao::domain::ConversationId;
+use balcao::inbound::{GroupCommit, IntakeWrite, Written};
+use balcao::jobs::JobKind;
+use balcao::metrics::Metrics;
+use balcao::store::{InboundStore, JobStore, Recorded};
+use chrono::Utc;
+
+use crate::contract;
+use crate::jobs::{message, timing};
+
+fn settings(batch_max: usize, window_ms: u64, writers: usize) -> IntakeConfig {
+    IntakeConfig { batch_max, batch_window: Duration::from_millis(window_ms), writers }
+}
+
+/// `balcao_intake_batch_size_{count,sum}` from the exposition: (batches, writes).
+fn batches(metrics: &Metrics) -> (u64, u64) {
+    let text = metrics.render();
+    let value = |name: &str| {
+        text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) as u64
+    };
+    (value("balcao_intake_batch_size_count "), value("balcao_intake_batch_size_sum "))
+}
+
+contract!(concurrent_duplicates_in_shared_batches_are_stored_once, |db| async move {
+    let tenant = db.tenant().await;
+    let metrics = Metrics::new();
+    let writer =
+        GroupCommit::start(db.store.clone(), Arc::new(timing(600, 600, 5)), metrics.clone(), &settings(16, 5, 3));
+    // 120 messages from 12 customers, each delivered twice at the same moment.
+    let mut conversations = Vec::new();
+    for c in 0..12 {
+        let wa_id = format!("55119999{c:05}");
+        let conversation =
+            db.store.ensure_conversation(tenant.id, &message("probe", &wa_id).contact, Utc::now()).await.unwrap();
+        conversations.push((wa_id, conversation));
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..120 {
+        let (wa_id, conversation) = conversations[i % 12].clone();
+        for _ in 0..2 {
+            let (writer, wa_id) = (writer.clone(), wa_id.clone());
+            let write = IntakeWrite::Message {
+                tenant: tenant.id,
+                conversation,
+                message: message(&format!("wamid.gc{i}"), &wa_id),
+                kind: JobKind::Turn,
+            };
+            tasks.spawn(async move { writer.write(write).await });
+        }
+    }
+    let (mut new, mut duplicates) = (0, 0);
+    while let Some(result) = tasks.join_next().await {
+        match result.unwrap().unwrap() {
+            Written::Message(Recorded::New { .. }) => new += 1,
+            Written::Message(Recorded::Duplicate) => duplicates += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((new, duplicates), (120, 120));
+    assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 120);
+    // One pending turn per conversation, holding all of its messages.
+    assert_eq!(db.store.count_jobs(tenant.id).await.unwrap(), 12);
+    let (batches, writes) = batches(&metrics);
+    assert_eq!(writes, 240);
+    assert!(batches < 240, "{batches} commits for 240 writes: nothing was grouped");
+});
+
+contract!(a_failing_write_fails_alone_and_its_batch_mates_are_stored, |db| async move {
+    let tenant = db.tenant().await;
+    let metrics = Metrics::new();
+    // A long window and one writer: the eleven writes below share one batch.
+    let writer =
+        GroupCommit::start(db.store.clone(), Arc::new(timing(600, 600, 5)), metrics.clone(), &settings(64, 300, 1));
+    let conversation =
+        db.store.ensure_conversation(tenant.id, &message("probe", "5511988880001").contact, Utc::now()).await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..11 {
+        // The sixth names a conversation that does not exist: the database refuses it.
+        let conversation = if i == 5 { ConversationId(i64::MAX / 2) } else { conversation };
+        let write = IntakeWrite::Message {
+            tenant: tenant.id,
+            conversation,
+            message: message(&format!("wamid.bad{i}"), "5511988880001"),
+            kind: JobKind::Turn,
+        };
+        let writer = writer.clone();
+        tasks.spawn(async move { (i, writer.write(write).await) });
+    }
+    let mut failed = Vec::new();
+    while let Some(result) = tasks.join_next().await {
+        let (i, result) = result.unwrap();
+        match result {
+            Ok(Written::Message(Recorded::New { .. })) => {}
+            Err(_) => failed.push(i),
+            other => panic!("write {i}: {other:?}"),
+        }
+    }
+    assert_eq!(failed, vec![5]);
+    assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 10);
+    let split = metrics.render().lines().any(|l| l == "balcao_intake_batches_split_total 1");
+    assert!(split, "the batch should have failed once and been retried alone:\n{}", metrics.render());
+});
+
+contract!(without_group_commit_each_write_commits_alone, |db| async move {
+    let tenant = db.tenant().await;
+    let metrics = Metrics::new();
+    let writer =
+        GroupCommit::start(db.store.clone(), Arc::new(timing(600, 600, 5)), metrics.clone(), &settings(1, 0, 1));
+    let conversation =
+        db.store.ensure_conversation(tenant.id, &message("probe", "5511977770001").contact, Utc::now()).await.unwrap();
+    let write = |wamid: &str| IntakeWrite::Message {
+        tenant: tenant.id,
+        conversation,
+        message: message(wamid, "5511977770001"),
+        kind: JobKind::Turn,
+    };
+    let (a, b) = tokio::join!(writer.write(write("wamid.solo")), writer.write(write("wamid.solo")));
+    let mut outcomes = [a.unwrap(), b.unwrap()];
+    outcomes.sort_by_key(|w| matches!(w, Written::Message(Recorded::Duplicate)));
+    assert!(matches!(outcomes[0], Written::Message(Recorded::New { .. })));
+    assert_eq!(outcomes[1], Written::Message(Recorded::Duplicate));
+    assert_eq!(batches(&metrics), (2, 2));
+});
