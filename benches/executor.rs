@@ -134,7 +134,13 @@ async fn reserve(
 }
 
 /// The sequential table's rows and the concurrent table's rows.
-async fn bench(name: &str, url: &str) -> (String, String) {
+/// Calls per second of the four workloads the peer runs too, in [`PEER_WORKLOADS`] order.
+type Rates = [f64; 4];
+
+/// The peer's row names (scripts/bench_peer.py), in the order of [`Rates`].
+const PEER_WORKLOADS: [&str; 4] = ["executed sequential", "replay sequential", "executed 8 × 500", "replay 8 × 500"];
+
+async fn bench(name: &str, url: &str) -> (String, String, Rates) {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
     let ctx = |now| CallContext {
@@ -245,7 +251,37 @@ async fn bench(name: &str, url: &str) -> (String, String) {
         q.p(0.5),
         q.p(0.99),
     );
-    (sequential, concurrent)
+    let rates = [1e6 / e.mean_us(), 1e6 / r.mean_us(), executed_rate, replay_rate];
+    (sequential, concurrent, rates)
+}
+
+/// Runs `scripts/bench-peer` (agent-ledger 0.2.1 on the same PostgreSQL, right after Balcão)
+/// and returns its best calls/s per workload over its two pool settings.
+fn peer() -> Option<Rates> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench-peer");
+    let output = match std::process::Command::new(script).output() {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            eprintln!("the peer bench failed: {}", String::from_utf8_lossy(&o.stderr));
+            return None;
+        }
+        Err(e) => {
+            eprintln!("the peer bench could not start: {e}");
+            return None;
+        }
+    };
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    println!("\n{table}");
+    let mut best = [0.0f64; 4];
+    for line in table.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if let [_, _, what, rate, ..] = cells.as_slice()
+            && let (Some(i), Ok(rate)) = (PEER_WORKLOADS.iter().position(|w| w == what), rate.parse::<f64>())
+        {
+            best[i] = best[i].max(rate);
+        }
+    }
+    best.iter().all(|r| *r > 0.0).then_some(best)
 }
 
 /// [`TASKS`] tasks of [`PER_TASK`] executed calls each, all at once, then the same calls again
@@ -300,18 +336,31 @@ async fn main() {
          |---|---|---|---|---|---|\n",
     );
     let dir = tempfile::tempdir().expect("dir");
-    let (sequential, concurrent) = bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
+    let (sequential, concurrent, _) = bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
     (table, rates) = (table + &sequential, rates + &concurrent);
+    let mut versus = String::new();
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
         let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
         for sql in ["DROP DATABASE IF EXISTS balcao_bench_ledger", "CREATE DATABASE balcao_bench_ledger"] {
             sqlx::query(sql).execute(&admin).await.expect("database");
         }
         let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
-        let (sequential, concurrent) = bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
+        let (sequential, concurrent, ours) = bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
         (table, rates) = (table + &sequential, rates + &concurrent);
+        // The peer on the same server in the same run (BALCAO_BENCH_PEER=0 skips it).
+        if std::env::var("BALCAO_BENCH_PEER").map_or(true, |v| v != "0")
+            && let Some(theirs) = peer()
+        {
+            versus = String::from(
+                "| workload (PostgreSQL) | Balcão calls/s | agent-ledger 0.2.1 calls/s (best pool) | Balcão ÷ peer |\n\
+                 |---|---|---|---|\n",
+            );
+            for (i, what) in PEER_WORKLOADS.iter().enumerate() {
+                versus += &format!("| {what} | {:.0} | {:.0} | {:.1}× |\n", ours[i], theirs[i], ours[i] / theirs[i]);
+            }
+        }
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }
-    println!("\n{table}\n{rates}");
+    println!("\n{table}\n{rates}\n{versus}");
 }

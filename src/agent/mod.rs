@@ -5,6 +5,7 @@ mod dispatch;
 mod guided;
 mod merchant_menu;
 mod runner;
+mod stale_reads;
 pub mod tools;
 
 pub use dispatch::{ByAudience, ByKind};

@@ -237,7 +237,9 @@ impl TurnHandler for AgentTurn {
         let mut this_turn = vec![ChatMessage::user_text(user_text(&turn.messages))];
         let history = self.store.history(tenant.id, turn.conversation, turn.id, self.settings.history_turns).await?;
         let budget = self.settings.history_budget_chars.saturating_sub(system_static.len() + system_dynamic.len());
-        let history = trim(history, self.provider, budget, chars(&this_turn));
+        let mut history = trim(history, self.provider, budget, chars(&this_turn));
+        let read_tools = self.tools.iter().filter(|t| !t.spec().is_write()).map(|t| t.spec().name).collect();
+        super::stale_reads::omit_stale_reads(&mut history, &read_tools);
         let tools: Vec<ToolDef> = self
             .tools
             .iter()

@@ -366,10 +366,14 @@ impl Store {
         let wa_id = contact.wa_id.as_ref().map(PhoneE164::digits);
         let known: Option<KnownContact> = reading!(self, pool => {
             sqlx::query_as(
+                // One indexed lookup per identity: with `OR` across the three columns SQLite
+                // scanned every contact of the tenant, once per message.
                 "SELECT c.external_key, c.wa_id, c.user_id, c.username, c.profile_name, v.id AS conversation
-                 FROM contacts c
+                 FROM (SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2
+                       UNION SELECT id FROM contacts WHERE tenant_id = $1 AND wa_id = $3
+                       UNION SELECT id FROM contacts WHERE tenant_id = $1 AND user_id = $4) matched
+                 JOIN contacts c ON c.id = matched.id AND c.tenant_id = $1
                  LEFT JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
-                 WHERE c.tenant_id = $1 AND (c.external_key = $2 OR c.wa_id = $3 OR c.user_id = $4)
                  ORDER BY CASE WHEN c.external_key = $2 OR c.wa_id = $3 THEN 0 ELSE 1 END, c.id
                  LIMIT 1",
             )

@@ -46,7 +46,8 @@ macro_rules! insert_outbound {
 pub(crate) use insert_outbound;
 
 /// Applies a status webhook on `$executor` (a pool or a transaction); yields the rows changed.
-/// Matched by wamid or by our key, forward-only: a late `delivered` never undoes `read`.
+/// Matched by wamid or by our key (one indexed lookup each, tenant-scoped: with `OR` SQLite
+/// scanned the tenant's outbox), forward-only: a late `delivered` never undoes `read`.
 macro_rules! apply_status_on {
     ($executor:expr, $tenant:expr, $update:expr, $now:expr) => {
         async {
@@ -54,7 +55,8 @@ macro_rules! apply_status_on {
                 "UPDATE outbound_messages SET
                  status = $1, provider_message_id = COALESCE(provider_message_id, $2),
                  last_error = COALESCE($3, last_error), sent_at = COALESCE(sent_at, $4), updated_at = $4
-             WHERE tenant_id = $5 AND (provider_message_id = $2 OR idempotency_key = $6)
+             WHERE id IN (SELECT id FROM outbound_messages WHERE tenant_id = $5 AND provider_message_id = $2
+                          UNION SELECT id FROM outbound_messages WHERE tenant_id = $5 AND idempotency_key = $6)
                AND status <> 'local'
                AND (CASE status WHEN 'sent' THEN 1 WHEN 'delivered' THEN 2 WHEN 'read' THEN 3
                                 WHEN 'failed' THEN 4 ELSE 0 END) < $7",

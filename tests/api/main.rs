@@ -28,6 +28,7 @@ mod ledger;
 mod llm;
 mod local_mode;
 mod metrics;
+mod model_cost;
 mod outbound_kinds;
 mod outbox;
 mod payloads;
