@@ -47,9 +47,12 @@ pub(crate) use bind_inbound;
 
 /// Creates the conversation's pending turn, or pushes its start back but never past the
 /// debounce deadline. `$rows` supplies (tenant, conversation, state, run_at, deadline,
-/// attempts, max_attempts, created_at, updated_at).
+/// attempts, max_attempts, created_at, updated_at); `$returning` the columns returned (`id`).
 macro_rules! upsert_turn_sql {
     ($rows:literal) => {
+        upsert_turn_sql!($rows, "id")
+    };
+    ($rows:literal, $returning:literal) => {
         concat!(
             "INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, attempts, max_attempts, created_at, updated_at) ",
             $rows,
@@ -57,7 +60,8 @@ macro_rules! upsert_turn_sql {
                  run_at = CASE WHEN excluded.run_at < jobs.debounce_deadline
                                THEN excluded.run_at ELSE jobs.debounce_deadline END,
                  updated_at = excluded.updated_at
-             RETURNING id"
+             RETURNING ",
+            $returning
         )
     };
 }

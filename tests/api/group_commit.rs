@@ -9,7 +9,7 @@ use balcao::domain::ConversationId;
 use balcao::inbound::{GroupCommit, IntakeWrite, Written};
 use balcao::jobs::JobKind;
 use balcao::metrics::Metrics;
-use balcao::store::{InboundStore, JobStore, Recorded};
+use balcao::store::{InboundStore, IntakeStore, JobStore, Recorded};
 use chrono::Utc;
 
 use crate::contract;
@@ -127,4 +127,47 @@ contract!(without_group_commit_each_write_commits_alone, |db| async move {
     assert!(matches!(outcomes[0], Written::Message(Recorded::New { .. })));
     assert_eq!(outcomes[1], Written::Message(Recorded::Duplicate));
     assert_eq!(batches(&metrics), (2, 2));
+});
+
+contract!(one_batch_mixes_messages_repeats_and_clicks_in_order, |db| async move {
+    let tenant = db.tenant().await;
+    let t = timing(600, 600, 5);
+    let conversation = |wa_id: &'static str| {
+        let store = db.store.clone();
+        async move { store.ensure_conversation(tenant.id, &message("probe", wa_id).contact, Utc::now()).await.unwrap() }
+    };
+    let (ana, bia) = (conversation("5511966660001").await, conversation("5511966660002").await);
+    let text = |wamid: &str, conversation, wa_id| IntakeWrite::Message {
+        tenant: tenant.id,
+        conversation,
+        message: message(wamid, wa_id),
+        kind: JobKind::Turn,
+    };
+    let mut click = message("wamid.click", "5511966660001");
+    click.content = balcao::inbound::InboundContent::ButtonReply { id: "a:1:ok".into(), title: "Sim".into() };
+    let writes = [
+        text("wamid.a1", ana, "5511966660001"),
+        text("wamid.b1", bia, "5511966660002"),
+        text("wamid.a1", ana, "5511966660001"),
+        IntakeWrite::Message { tenant: tenant.id, conversation: ana, message: click, kind: JobKind::Click },
+        text("wamid.a2", ana, "5511966660001"),
+    ];
+    let refs: Vec<&IntakeWrite> = writes.iter().collect();
+    let written = db.store.write_intake_batch(&refs, &t, Utc::now()).await.unwrap();
+    let job = |w: &Written| match w {
+        Written::Message(Recorded::New { job, .. }) => Some(*job),
+        _ => None,
+    };
+    let jobs: Vec<_> = written.iter().map(job).collect();
+    assert!(jobs[0].is_some() && jobs[1].is_some() && jobs[3].is_some() && jobs[4].is_some(), "{written:?}");
+    assert_eq!(written[2], Written::Message(Recorded::Duplicate));
+    // Ana's two texts feed one turn; Bia's is another; the click has a job of its own.
+    assert_eq!(jobs[0], jobs[4]);
+    assert_ne!(jobs[0], jobs[1]);
+    assert_ne!(jobs[3], jobs[0]);
+    assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 4);
+    // The same batch again stores nothing.
+    let again = db.store.write_intake_batch(&refs, &t, Utc::now()).await.unwrap();
+    assert!(again.iter().all(|w| *w == Written::Message(Recorded::Duplicate)), "{again:?}");
+    assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 4);
 });
