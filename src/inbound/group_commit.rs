@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use futures::future::join_all;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -88,6 +89,21 @@ impl GroupCommit {
             tokio::spawn(writer.run());
         }
         Self { store, timing, metrics, queue: Some(sender) }
+    }
+
+    /// Stores a webhook body's writes in order; returns once they are committed (or could not
+    /// be), each with its own result. Queued together, they usually share one batch.
+    pub async fn write_all(&self, writes: Vec<IntakeWrite>) -> Vec<StoreResult<Written>> {
+        if self.queue.is_none() {
+            // Alone, one after another: a conversation's messages keep their order.
+            let mut results = Vec::with_capacity(writes.len());
+            for write in writes {
+                results.push(self.write(write).await);
+            }
+            return results;
+        }
+        // Polled in order, so they enter the queue (first come, first served) in order.
+        join_all(writes.into_iter().map(|write| self.write(write))).await
     }
 
     /// Stores `write`; returns once it is committed (or could not be).

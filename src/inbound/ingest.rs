@@ -3,8 +3,6 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use futures::future::join_all;
-
 use super::group_commit::GroupCommit;
 use super::{IntakeWrite, Written};
 use crate::actions::ClickId;
@@ -78,7 +76,7 @@ pub async fn ingest(
         writes.extend(change.statuses.into_iter().map(|update| IntakeWrite::Status { tenant: tenant.id, update }));
     }
     let described: Vec<(TenantId, String, &'static str)> = writes.iter().map(describe).collect();
-    let results = join_all(writes.into_iter().map(|write| writer.write(write))).await;
+    let results = writer.write_all(writes).await;
     for ((tenant, id, kind), result) in described.into_iter().zip(results) {
         match result {
             Ok(Written::Message(Recorded::New { conversation, job })) => {
