@@ -167,8 +167,9 @@ async fn commits(store: &Store, url: &str) -> u64 {
 #[tokio::main]
 async fn main() {
     let model_url = fake_model().await;
-    let mut table =
-        String::from("| backend | workers | turns | turns/s | ms per turn (wall) | commits per turn |\n|---|---|---|---|---|---|\n");
+    let mut table = String::from(
+        "| backend | workers | turns | turns/s | ms per turn (wall) | commits per turn |\n|---|---|---|---|---|---|\n",
+    );
     let dir = tempfile::tempdir().expect("dir");
     for workers in [1, 4] {
         table +=

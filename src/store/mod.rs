@@ -68,7 +68,7 @@ pub use erasure::{ErasureStore, Redactions, erased_key};
 pub use handoff::{HandoffState, HandoffStore};
 pub use history::{HistoryStore, ModelCall, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
-pub use jobs::{JobStore, RunnableJobs};
+pub use jobs::{JobStore, RunnableJobs, TurnFinished};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
