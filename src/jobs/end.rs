@@ -12,7 +12,12 @@
 //! - writes that belong with another fact stay in that fact's own transaction (a pending
 //!   action and its buttons, a charge and its message, a ledger effect and its settlement):
 //!   they must survive, or not, with the fact, not with the turn;
-//! - a turn costs three commits when its tools write nothing: the intake, the claim, the end.
+//! - a turn commits twice of its own when its tools write nothing: the claim and the end (the
+//!   intake that created it commits before);
+//! - the end's lease check is the completion's own conditional update (the condition of
+//!   `hold_job_lease!`), made first: on PostgreSQL it locks the job row for the rest of the
+//!   transaction, so the reaper cannot take the turn between the check and the commit, and it
+//!   saves the separate check's round trip.
 //!
 //! Why staging in the `Turn` rather than a transaction held open across the turn: a turn waits
 //! on the model for seconds; an open write transaction would hold SQLite's single writer (and
