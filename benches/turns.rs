@@ -2,6 +2,17 @@
 //! agent turn with a zero-latency loopback model (one `list_services` call, then an answer) →
 //! reply in the outbox. 1 and 4 workers, SQLite and PostgreSQL.
 //!
+//! Commits per turn come from the database's own count of write transactions over the run
+//! (intake included), divided by the turns:
+//! - PostgreSQL: the transaction id counter (`pg_current_xact_id()`) before and after. An id is
+//!   assigned only to a transaction that writes, so read-only statements do not count (they do
+//!   in `pg_stat_database.xact_commit`), and neither do statements that matched nothing (an idle
+//!   claim). Each probe takes one id itself, subtracted. The counter is the cluster's: run the
+//!   bench while nothing else writes to that server.
+//! - SQLite: SQLite's commit hook on the store's single writer connection
+//!   ([`Store::sqlite_commits`]), which SQLite calls for write transactions only, autocommitted
+//!   statements included.
+//!
 //! `cargo bench --bench turns`; set `BALCAO_BENCH_POSTGRES_URL` to add PostgreSQL.
 
 use std::collections::HashMap;
@@ -76,6 +87,7 @@ async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
         let _ = stopped.await;
     }));
     let http = reqwest::Client::new();
+    let commits_before = commits(&store, url).await;
     let started = Instant::now();
     // One message from each of TURNS customers: TURNS independent turns.
     for i in 0..TURNS {
@@ -108,20 +120,56 @@ async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = started.elapsed();
+    // Count every commit of the turns: a turn may still be writing after its reply.
+    while unfinished(url).await > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The probe's own transaction id is not the turns' (PostgreSQL; SQLite's probe is free).
+    let probe = if store.sqlite_commits().is_some() { 0 } else { 1 };
+    let committed = commits(&store, url).await - commits_before - probe;
     let _ = stop.send(());
     let _ = server.await;
     format!(
-        "| {name} | {workers} | {TURNS} | {:.1} | {:.1} |\n",
+        "| {name} | {workers} | {TURNS} | {:.1} | {:.1} | {:.2} |\n",
         TURNS as f64 / elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * 1000.0 / TURNS as f64
+        elapsed.as_secs_f64() * 1000.0 / TURNS as f64,
+        committed as f64 / TURNS as f64
     )
+}
+
+/// Jobs not yet completed (read on a connection of its own, which commits nothing).
+async fn unfinished(url: &str) -> i64 {
+    const SQL: &str = "SELECT COUNT(*) FROM jobs WHERE state <> 'completed'";
+    if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        let n = sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("jobs");
+        pool.close().await;
+        n
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+        let n = sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("jobs");
+        pool.close().await;
+        n
+    }
+}
+
+/// The database's count of committed write transactions so far (see the module docs).
+async fn commits(store: &Store, url: &str) -> u64 {
+    if let Some(n) = store.sqlite_commits() {
+        return n;
+    }
+    let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+    let xid: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&pool).await.expect("xid");
+    pool.close().await;
+    xid.parse().expect("a transaction id")
 }
 
 #[tokio::main]
 async fn main() {
     let model_url = fake_model().await;
-    let mut table =
-        String::from("| backend | workers | turns | turns/s | ms per turn (wall) |\n|---|---|---|---|---|\n");
+    let mut table = String::from(
+        "| backend | workers | turns | turns/s | ms per turn (wall) | commits per turn |\n|---|---|---|---|---|---|\n",
+    );
     let dir = tempfile::tempdir().expect("dir");
     for workers in [1, 4] {
         table +=

@@ -206,7 +206,8 @@ impl App {
             config.queue.clone(),
             metrics.clone(),
         )
-        .with_ledger_retention(config.ledger.retention);
+        .with_ledger_retention(config.ledger.retention)
+        .with_outbox_wake(wake_sender.clone());
         let client = GraphClient::new(&config.whatsapp.api_url, config.outbox.http_timeout)
             .context("failed to build the HTTP client")?;
         let sender = OutboxSender::new(

@@ -7,7 +7,7 @@
 //!   pushes the end forward by the idle time, so a forgotten handoff ends by itself;
 //! - a takeover that lands while a turn is already answering (a model call in flight) still
 //!   silences it: the turn's text replies are queued only if no person has the conversation,
-//!   checked in the reply's own transaction ([`crate::jobs::Turn::yields_to_person`]); what
+//!   checked in the turn's end transaction ([`crate::jobs::Turn::yields_to_person`]); what
 //!   its tools already did stays done, through the ledger;
 //! - a customer who types "atendente" (whatever the case, accents or surrounding punctuation)
 //!   is told a person was called, the conversation is flagged and handed over, and the staff
@@ -108,7 +108,7 @@ impl TurnHandler for HandoffGate {
         if turn.messages.iter().any(asks_for_person) {
             self.store.request_handoff(tenant.id, turn.conversation, now, until).await?;
             let answer = render(HandoffText::Customer { business: &tenant.name })?;
-            self.replier.reply(turn, 0, OutboundMessage::text(answer)?).await?;
+            self.replier.reply(turn, 0, OutboundMessage::text(answer)?);
             self.notify_staff(turn).await.context("failed to notify the staff of a handoff request")?;
             tracing::info!(conversation = %turn.conversation, "the customer asked for a person");
             return Ok(());

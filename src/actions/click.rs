@@ -296,7 +296,7 @@ impl TurnHandler for ClickHandler {
         };
         tracing::info!(outcome = what, "click handled");
         if let Some(text) = answer(&outcome, turn.tenant.timezone)? {
-            self.proposer.replier.reply(turn, 0, OutboundMessage::text(text)?).await?;
+            self.proposer.replier.reply(turn, 0, OutboundMessage::text(text)?);
         }
         Ok(())
     }

@@ -499,7 +499,7 @@ impl TurnHandler for GuidedTurn {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
         let screen = self.screen(turn).await?;
         if !screen.is_sent() {
-            self.replier.reply(turn, 0, build(screen)).await?;
+            self.replier.reply(turn, 0, build(screen));
         }
         Ok(())
     }

@@ -227,7 +227,7 @@ impl TurnHandler for MerchantMenu {
             self.set_form(turn, before, after).await?;
         }
         if let Some(reply) = reply {
-            self.replier.reply(turn, 0, reply).await?;
+            self.replier.reply(turn, 0, reply);
         }
         Ok(())
     }

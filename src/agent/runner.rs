@@ -9,8 +9,9 @@
 //!   error asking to call again if still needed); every tool id is answered;
 //! - write tools run through the executor, so a turn that is retried from scratch after a
 //!   crash gets `already_done`, never a second effect;
-//! - a turn's messages are recorded once, after its reply is in the outbox; history is trimmed
-//!   by whole turns, so a `tool_use` is never separated from its `tool_result`;
+//! - a turn's messages are recorded once, with its reply, at the turn's end (one transaction
+//!   with the job's completion); history is trimmed by whole turns, so a `tool_use` is never
+//!   separated from its `tool_result`;
 //! - when the model provider fails after its retries, the customer still gets an answer;
 //! - every model call of the turn (failed ones too) is recorded with the turn's history, in
 //!   the same transaction, for the console's trace.
@@ -24,7 +25,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use crate::inbound::InboundMessage;
-use crate::jobs::{Turn, TurnHandler};
+use crate::jobs::{Turn, TurnHandler, TurnHistory};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
@@ -216,11 +217,11 @@ impl AgentTurn {
         Ok(ChatMessage { role: Role::User, blocks: results, raw: None })
     }
 
-    async fn reply(&self, turn: &Turn, text: &str) -> anyhow::Result<()> {
+    fn reply(&self, turn: &Turn, text: &str) -> anyhow::Result<()> {
         let chars: Vec<char> = text.chars().collect();
         for (seq, part) in chars.chunks(REPLY_PART_CHARS).enumerate() {
             let part: String = part.iter().collect();
-            self.replier.reply(turn, seq as u32, OutboundMessage::text(part)?).await?;
+            self.replier.reply(turn, seq as u32, OutboundMessage::text(part)?);
         }
         Ok(())
     }
@@ -231,7 +232,7 @@ impl TurnHandler for AgentTurn {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
         let tenant = &turn.tenant;
         if self.store.turn_recorded(tenant.id, turn.id).await? {
-            return Ok(()); // answered before a crash; the reply is in the outbox
+            return Ok(()); // this turn already ended (history, reply and completion land together)
         }
         let (system_static, system_dynamic) = self.system(turn).await.context("failed to build the prompt")?;
         let mut this_turn = vec![ChatMessage::user_text(user_text(&turn.messages))];
@@ -289,7 +290,8 @@ impl TurnHandler for AgentTurn {
                         blocks: vec![Block::Text { text: note }],
                         raw: None,
                     });
-                    return self.record(turn, &this_turn, &trace).await;
+                    self.record(turn, this_turn, trace);
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "model unavailable mid-turn; answering without it");
@@ -334,7 +336,7 @@ impl TurnHandler for AgentTurn {
             Some(text) => text,
             None => messages::render(&AgentGaveUp { business: &tenant.name })?,
         };
-        self.reply(turn, &text).await?;
+        self.reply(turn, &text)?;
         if this_turn.last().is_some_and(|m| m.role == Role::User) {
             // The history must end with the model: close it with what the customer was told.
             this_turn.push(ChatMessage {
@@ -343,24 +345,15 @@ impl TurnHandler for AgentTurn {
                 raw: None,
             });
         }
-        self.record(turn, &this_turn, &trace).await
+        self.record(turn, this_turn, trace);
+        Ok(())
     }
 }
 
 impl AgentTurn {
-    async fn record(&self, turn: &Turn, messages: &[ChatMessage], calls: &[ModelCall]) -> anyhow::Result<()> {
-        self.store
-            .record_turn_with_calls(
-                turn.tenant.id,
-                turn.conversation,
-                turn.id,
-                Some(&turn.lease),
-                self.provider,
-                messages,
-                calls,
-                self.store.db_time(Utc::now()),
-            )
-            .await
-            .context("failed to record the turn")
+    /// Stages the turn's history and model calls: they are written at the turn's end, with its
+    /// replies and the job's completion.
+    fn record(&self, turn: &Turn, messages: Vec<ChatMessage>, calls: Vec<ModelCall>) {
+        turn.stage_history(TurnHistory { provider: self.provider.to_owned(), messages, calls });
     }
 }

@@ -10,16 +10,20 @@
 //! - a lease (`locked_by`, `locked_until`, fenced by the attempt number) is renewed by the
 //!   holder's heartbeat; completing or failing requires the same lease still held, so a worker
 //!   that lost it cannot finish the job; expired leases are reaped back to `retryable`;
+//! - a turn's end (its replies, its history and model calls, the job's completion) is one
+//!   transaction under that lease: all of it lands or none of it (see [`end`]);
 //! - a turn's identity (the job id) and its trigger messages are fixed at first claim and stay
 //!   the same on every retry; a click job is created with its one message and trigger;
 //! - failures back off exponentially with jitter up to `max_attempts`, then the job is `dead`
 //!   with its last error kept; finished jobs are pruned after the retention period.
 
 mod backoff;
+mod end;
 mod turn;
 mod worker;
 
 pub use backoff::Backoff;
+pub use end::{TurnEnd, TurnHistory};
 pub use turn::{Turn, TurnHandler};
 pub use worker::{RunOutcome, Worker, WorkerPool};
 

@@ -2,15 +2,21 @@
 //!
 //! The handler may run more than once for the same turn (a retry after a crash or a lost
 //! lease). Everything it does must be keyed by the turn, as the outbox key is, so a rerun
-//! repeats nothing.
+//! repeats nothing. Its replies and history are staged on the turn ([`Turn::stage_reply`],
+//! [`Turn::stage_history`]) and written at the turn's end, with the job's completion, in one
+//! transaction (see [`super::end`]).
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::Utc;
 
-use super::{JobKind, Lease};
+use super::end::Staged;
+use super::{JobKind, Lease, TurnEnd, TurnHistory};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
 use crate::ledger::CallContext;
+use crate::outbox::NewOutbound;
 use crate::tenant::Tenant;
 use crate::whatsapp::Recipient;
 
@@ -25,13 +31,15 @@ pub struct Turn {
     pub contact: ConversationContact,
     pub messages: Vec<InboundMessage>,
     pub trigger_message_id: Option<String>,
-    /// The job lease this attempt holds: every row the turn writes (replies, history) is
+    /// The job lease this attempt holds: the turn's end (replies, history, completion) is
     /// refused once it is lost, so a stale worker cannot add to a turn another attempt owns.
     pub lease: Lease,
     /// The bot's replies in this turn are dropped if a person takes the conversation over
-    /// before they are queued (set by the handoff gate on customer turns; checked in the
-    /// reply's own transaction, so a takeover during a model call silences its answer).
+    /// before the turn ends (set by the handoff gate on customer turns; checked in the end's
+    /// transaction, so a takeover during a model call silences its answer).
     pub yields_to_person: bool,
+    /// What the turn writes at its end; clones of the turn share it.
+    pub(super) staged: Arc<Staged>,
 }
 
 impl Turn {
@@ -51,6 +59,21 @@ impl Turn {
 
     pub fn recipient(&self) -> Recipient {
         Recipient { wa_id: self.contact.wa_id.clone(), user_id: self.contact.user_id.clone() }
+    }
+
+    /// Queues a reply for the turn's end (see [`crate::outbox::Replier::reply`]).
+    pub fn stage_reply(&self, reply: NewOutbound) {
+        self.staged.reply(reply);
+    }
+
+    /// Sets the history the turn's end records (staging it again replaces it).
+    pub fn stage_history(&self, history: TurnHistory) {
+        self.staged.history(history);
+    }
+
+    /// Everything staged so far, leaving the staging area empty.
+    pub(super) fn take_end(&self) -> TurnEnd {
+        self.staged.take()
     }
 }
 

@@ -1,4 +1,8 @@
 //! The worker: claim a turn, run its handler while renewing the lease, settle the job.
+//!
+//! A handler that returns Ok ends the turn in one transaction ([`JobStore::finish_turn`]): the
+//! replies and history it staged land with the job's completion, or, when the lease was lost,
+//! none of them does. A handler that fails leaves nothing staged behind.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +14,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::{Backoff, ClaimedJob, FailOutcome, JobState, Turn, TurnHandler, to_delta};
+use super::end::Staged;
+use super::{Backoff, ClaimedJob, FailOutcome, JobState, Turn, TurnEnd, TurnHandler, to_delta};
 use crate::config::QueueConfig;
 use crate::domain::JobId;
 use crate::metrics::Metrics;
@@ -57,16 +62,25 @@ pub struct Worker {
     metrics: Metrics,
     /// Settled ledger rows older than this are pruned by `maintain`.
     ledger_retention: Option<Duration>,
+    /// Woken when a turn's end queued a reply to send (the outbox sender's).
+    outbox_wake: Option<Arc<Notify>>,
 }
 
 enum Ran {
-    Finished(anyhow::Result<()>),
+    Finished(anyhow::Result<TurnEnd>),
     LeaseLost,
 }
 
 impl Worker {
     pub fn new(id: String, store: Store, handler: Arc<dyn TurnHandler>, config: QueueConfig, metrics: Metrics) -> Self {
-        Self { id, store, handler, config, metrics, ledger_retention: None }
+        Self { id, store, handler, config, metrics, ledger_retention: None, outbox_wake: None }
+    }
+
+    /// Wakes the outbox sender through `wake` when a turn's end queued a reply to send.
+    /// Without it, the sender finds the rows when it next polls.
+    pub fn with_outbox_wake(mut self, wake: Arc<Notify>) -> Self {
+        self.outbox_wake = Some(wake);
+        self
     }
 
     /// Also prune the tool ledger during maintenance.
@@ -115,8 +129,14 @@ impl Worker {
         let now = clock.now();
         match ran {
             Ran::LeaseLost => {}
-            Ran::Finished(Ok(())) => {
-                if self.store.complete(&job.lease, now).await? {
+            Ran::Finished(Ok(end)) => {
+                let written_at = self.store.db_time(Utc::now());
+                if let Some(finished) = self.store.finish_turn(&job.lease, &end, now, written_at).await? {
+                    if finished.to_send > 0
+                        && let Some(wake) = &self.outbox_wake
+                    {
+                        wake.notify_one();
+                    }
                     self.metrics.jobs_completed.inc();
                     tracing::info!("turn completed");
                     return Ok(RunOutcome::Completed(job.id));
@@ -146,12 +166,14 @@ impl Worker {
         Ok(RunOutcome::LeaseLost(job.id))
     }
 
-    async fn handle(&self, job: &ClaimedJob) -> anyhow::Result<()> {
+    /// Runs the handler; on success, what the turn staged for its end.
+    async fn handle(&self, job: &ClaimedJob) -> anyhow::Result<TurnEnd> {
         let tenant = self.store.tenant(job.tenant).await?.context("the turn's tenant no longer exists")?;
         let contact = self.store.conversation_contact(job.tenant, job.conversation).await?;
         let messages = self.store.turn_messages(job.tenant, job.id).await?;
         if messages.is_empty() {
-            return Ok(()); // nothing new to answer (its messages were taken by an earlier turn)
+            // Nothing new to answer (its messages were taken by an earlier turn).
+            return Ok(TurnEnd::empty(job.tenant, job.conversation));
         }
         let turn = Turn {
             id: job.id,
@@ -163,8 +185,10 @@ impl Worker {
             trigger_message_id: job.trigger_message_id.clone(),
             lease: job.lease.clone(),
             yields_to_person: false,
+            staged: Arc::new(Staged::new(job.tenant, job.conversation)),
         };
-        self.handler.handle(&turn).await
+        self.handler.handle(&turn).await?;
+        Ok(turn.take_end())
     }
 
     /// Renews the lease every third of its length; returns when it was lost, or when renewals

@@ -12,8 +12,9 @@
 //! - status webhooks move a row forward only (sent < delivered < read; failed is terminal);
 //! - in local mode (fixed at start), or without an access token, rows are written `local` and
 //!   never sent (the simulator shows them); in local mode the sender claims nothing at all;
-//! - a turn's reply is written only while the turn's job lease holds (checked in the insert's
-//!   transaction), so a worker that lost its lease cannot send an outdated answer.
+//! - a turn's replies are written at its end, with its history and the job's completion, only
+//!   while the turn's job lease holds (checked in that one transaction), so a worker that lost
+//!   its lease cannot send an outdated answer, and a turn that fails sends nothing.
 
 mod replier;
 mod sender;

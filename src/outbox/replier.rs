@@ -1,17 +1,16 @@
-//! Writes a turn's replies to the outbox under keys derived from the turn, fenced by the
-//! turn's job lease.
+//! Queues a turn's replies under keys derived from the turn. They are staged on the turn and
+//! written at its end with the job's completion, in one transaction fenced by the turn's job
+//! lease (see [`crate::jobs::TurnEnd`]); rows queued outside a turn are written at once.
 
 use std::sync::Arc;
 
-use anyhow::Context;
-use chrono::Utc;
 use tokio::sync::Notify;
 
 use super::{Destination, NewOutbound, OutboxKey};
 use crate::domain::ConversationId;
 use crate::domain::Secret;
 use crate::jobs::Turn;
-use crate::store::{InboundStore, OutboxStore, Store, StoreResult};
+use crate::store::{InboundStore, Store, StoreResult};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 use crate::whatsapp::Recipient;
@@ -58,28 +57,20 @@ impl Replier {
         self.notify.notify_one();
     }
 
-    /// Queues the `seq`-th reply of the turn; a rerun with the same `seq` inserts nothing.
-    pub async fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) -> anyhow::Result<bool> {
-        // Outside local mode, a reply without any token to send it with also stays local.
-        let local = self.is_local(&turn.tenant);
-        let new = NewOutbound {
+    /// Stages the `seq`-th reply of the turn for its end; a rerun with the same `seq` inserts
+    /// nothing. Whether a person has the conversation (for a turn that yields to one) is
+    /// checked in the end's transaction; the worker wakes the sender once the end commits.
+    pub fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) {
+        turn.stage_reply(NewOutbound {
             tenant: turn.tenant.id,
             conversation: turn.conversation,
             key: OutboxKey::for_turn(turn.id, seq),
+            // Outside local mode, a reply without any token to send it with also stays local.
+            local: self.is_local(&turn.tenant),
             recipient: turn.recipient(),
             message,
-            local,
             written_by: Some(turn.lease.clone()),
             unless_handed_off: turn.yields_to_person,
-        };
-        let inserted = self
-            .store
-            .enqueue_outbound(&new, self.store.db_time(Utc::now()))
-            .await
-            .context("failed to queue a reply")?;
-        if inserted.is_some() && !local {
-            self.notify.notify_one();
-        }
-        Ok(inserted.is_some())
+        });
     }
 }

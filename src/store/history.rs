@@ -1,6 +1,9 @@
 //! The model's conversation history, written once per turn, with the trace of the turn's
 //! model calls (`model_calls`) in the same transaction: a turn's calls are recorded exactly
-//! when its messages are, and a second write of the turn changes neither.
+//! when its messages are, and a second write of the turn changes neither. A turn run by a
+//! worker records both at its end, with its replies and the job's completion
+//! (`JobStore::finish_turn`); [`HistoryStore::record_turn`] writes history on its own
+//! (imports, tests).
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -34,9 +37,69 @@ pub struct ModelCall {
     pub output_tokens: i64,
 }
 
+/// Inside a write transaction: inserts a turn's messages (in order, `seq` from 0) and its
+/// model calls, each unless already there, so a second write of the turn changes nothing.
+/// Shared by [`HistoryStore::record_turn`] and the turn's end (`JobStore::finish_turn`).
+macro_rules! insert_history {
+    ($tx:expr, $tenant:expr, $conversation:expr, $turn:expr, $attempt:expr, $provider:expr, $messages:expr,
+     $calls:expr, $now:expr) => {
+        async {
+            for (seq, message) in $messages.iter().enumerate() {
+                let role = match message.role {
+                    crate::llm::Role::User => "user",
+                    crate::llm::Role::Assistant => "assistant",
+                };
+                sqlx::query(
+                    "INSERT INTO conversation_messages
+                         (tenant_id, conversation_id, turn_id, seq, role, provider, content, created_at, turn_attempt)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                     ON CONFLICT (tenant_id, turn_id, seq) DO NOTHING",
+                )
+                .bind($tenant.0)
+                .bind($conversation.0)
+                .bind($turn.0)
+                .bind(seq as i64)
+                .bind(role)
+                .bind($provider)
+                .bind(sqlx::types::Json(message))
+                .bind($now)
+                .bind($attempt)
+                .execute(&mut *$tx)
+                .await?;
+            }
+            for call in $calls {
+                sqlx::query(
+                    "INSERT INTO model_calls
+                         (tenant_id, conversation_id, turn_id, seq, provider, request_id, stop_reason, latency_ms,
+                          input_tokens, output_tokens, created_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                     ON CONFLICT (tenant_id, turn_id, seq) DO NOTHING",
+                )
+                .bind($tenant.0)
+                .bind($conversation.0)
+                .bind($turn.0)
+                .bind(call.seq as i32)
+                .bind(&call.provider)
+                .bind(call.request_id.as_deref())
+                .bind(&call.stop_reason)
+                .bind(call.latency_ms)
+                .bind(call.input_tokens)
+                .bind(call.output_tokens)
+                .bind($now)
+                .execute(&mut *$tx)
+                .await?;
+            }
+            Ok::<(), sqlx::Error>(())
+        }
+        .await
+    };
+}
+pub(crate) use insert_history;
+
 #[allow(async_fn_in_trait)]
 pub trait HistoryStore {
-    /// Whether this turn's messages were already written (its answer is then in the outbox).
+    /// Whether this turn's messages were already written (the turn then ended: its replies
+    /// and its completion were written in the same transaction).
     async fn turn_recorded(&self, tenant: TenantId, turn: JobId) -> StoreResult<bool>;
     /// Writes the turn's messages in order, only while `lease` (the turn's job lease) is held,
     /// so a stale worker cannot split a `tool_use` from its `tool_result`; a second write of
@@ -50,19 +113,6 @@ pub trait HistoryStore {
         lease: Option<&Lease>,
         provider: &str,
         messages: &[ChatMessage],
-        now: DateTime<Utc>,
-    ) -> StoreResult<()>;
-    /// [`Self::record_turn`] with the turn's model calls, written in the same transaction.
-    #[expect(clippy::too_many_arguments, reason = "one statement's parameters, each of a different kind")]
-    async fn record_turn_with_calls(
-        &self,
-        tenant: TenantId,
-        conversation: ConversationId,
-        turn: JobId,
-        lease: Option<&Lease>,
-        provider: &str,
-        messages: &[ChatMessage],
-        calls: &[ModelCall],
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
     /// Messages of the conversation's turns before `before`, oldest first, at most the last
@@ -98,20 +148,7 @@ impl HistoryStore for Store {
         messages: &[ChatMessage],
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        self.record_turn_with_calls(tenant, conversation, turn, lease, provider, messages, &[], now).await
-    }
-
-    async fn record_turn_with_calls(
-        &self,
-        tenant: TenantId,
-        conversation: ConversationId,
-        turn: JobId,
-        lease: Option<&Lease>,
-        provider: &str,
-        messages: &[ChatMessage],
-        calls: &[ModelCall],
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
+        let calls: &[ModelCall] = &[];
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             if let Some(lease) = lease
@@ -119,51 +156,7 @@ impl HistoryStore for Store {
             {
                 return Err(StoreError::LeaseLost);
             }
-            for (seq, message) in messages.iter().enumerate() {
-                let role = match message.role {
-                    crate::llm::Role::User => "user",
-                    crate::llm::Role::Assistant => "assistant",
-                };
-                sqlx::query(
-                    "INSERT INTO conversation_messages
-                         (tenant_id, conversation_id, turn_id, seq, role, provider, content, created_at, turn_attempt)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-                     ON CONFLICT (tenant_id, turn_id, seq) DO NOTHING",
-                )
-                .bind(tenant.0)
-                .bind(conversation.0)
-                .bind(turn.0)
-                .bind(seq as i64)
-                .bind(role)
-                .bind(provider)
-                .bind(Json(message))
-                .bind(now)
-                .bind(lease.map(|l| l.attempt))
-                .execute(&mut *tx)
-                .await?;
-            }
-            for call in calls {
-                sqlx::query(
-                    "INSERT INTO model_calls
-                         (tenant_id, conversation_id, turn_id, seq, provider, request_id, stop_reason, latency_ms,
-                          input_tokens, output_tokens, created_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-                     ON CONFLICT (tenant_id, turn_id, seq) DO NOTHING",
-                )
-                .bind(tenant.0)
-                .bind(conversation.0)
-                .bind(turn.0)
-                .bind(call.seq as i32)
-                .bind(&call.provider)
-                .bind(call.request_id.as_deref())
-                .bind(&call.stop_reason)
-                .bind(call.latency_ms)
-                .bind(call.input_tokens)
-                .bind(call.output_tokens)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
+            insert_history!(tx, tenant, conversation, turn, lease.map(|l| l.attempt), provider, messages, calls, now)?;
             tx.commit().await?;
             Ok(())
         })

@@ -2,9 +2,11 @@
 
 use chrono::{DateTime, Utc};
 
+use super::history::insert_history;
+use super::outbox::{handed_off, insert_outbound};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
-use crate::jobs::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
+use crate::jobs::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnEnd};
 
 /// The columns of [`JobSnapshot`].
 macro_rules! snapshot_columns {
@@ -33,6 +35,26 @@ macro_rules! hold_job_lease {
 }
 pub(crate) use hold_job_lease;
 
+/// Marks the job completed while `lease` is held; true when it did. The same condition as
+/// [`hold_job_lease`], so inside a transaction it is the lease check too (and on PostgreSQL it
+/// locks the job row until the commit just the same).
+macro_rules! complete_job {
+    ($executor:expr, $lease:expr, $now:expr) => {
+        sqlx::query(
+            "UPDATE jobs SET state = 'completed', finished_at = $1, updated_at = $1,
+                 locked_by = NULL, locked_until = NULL
+             WHERE id = $2 AND state = 'running' AND locked_by = $3 AND attempts = $4 AND locked_until > $1",
+        )
+        .bind($now)
+        .bind($lease.job.0)
+        .bind(&$lease.worker)
+        .bind($lease.attempt)
+        .execute($executor)
+        .await
+        .map(|r| r.rows_affected() == 1)
+    };
+}
+
 /// What a claim returns: id, tenant, conversation, attempt, max attempts, trigger, kind.
 type ClaimRow = (i64, i64, i64, i64, i64, Option<String>, String);
 
@@ -50,6 +72,19 @@ pub trait JobStore {
     async fn heartbeat(&self, lease: &Lease, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<bool>;
     /// Marks the job done; false when the lease was lost (nothing changes then).
     async fn complete(&self, lease: &Lease, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// A turn's end, in one transaction: marks the job done and writes what the turn staged
+    /// (replies unless their key exists or, for replies that yield to a person, while a person
+    /// has the conversation; history and model calls unless already there). `None` when the
+    /// lease was lost: nothing is written then. The lease is checked at `now` (the worker's
+    /// clock, which tests move ahead); rows are stamped `written_at` (the database's wall
+    /// clock, so a reply is due for the sender at once).
+    async fn finish_turn(
+        &self,
+        lease: &Lease,
+        end: &TurnEnd,
+        now: DateTime<Utc>,
+        written_at: DateTime<Utc>,
+    ) -> StoreResult<Option<TurnFinished>>;
     /// Schedules a retry at `retry_at`, or buries the job when attempts are exhausted or the
     /// failure is permanent; `None` when the lease was lost.
     async fn fail(
@@ -74,6 +109,14 @@ pub trait JobStore {
     /// Jobs a worker could claim at `now` (available or retryable and due), across tenants, for
     /// the `/metrics` gauges.
     async fn runnable_jobs(&self, now: DateTime<Utc>) -> StoreResult<RunnableJobs>;
+}
+
+/// What a turn's end wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnFinished {
+    /// Replies inserted for the outbox sender to send (not local, not there before): the
+    /// caller wakes the sender when there are any.
+    pub to_send: usize,
 }
 
 /// The runnable part of the queue at one instant.
@@ -196,21 +239,39 @@ impl JobStore for Store {
     }
 
     async fn complete(&self, lease: &Lease, now: DateTime<Utc>) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
-            sqlx::query(
-                "UPDATE jobs SET state = 'completed', finished_at = $1, updated_at = $1,
-                     locked_by = NULL, locked_until = NULL
-                 WHERE id = $2 AND state = 'running' AND locked_by = $3 AND attempts = $4 AND locked_until > $1",
-            )
-            .bind(now)
-            .bind(lease.job.0)
-            .bind(&lease.worker)
-            .bind(lease.attempt)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+        Ok(writing!(self, pool => complete_job!(pool, lease, now))?)
+    }
+
+    async fn finish_turn(
+        &self,
+        lease: &Lease,
+        end: &TurnEnd,
+        now: DateTime<Utc>,
+        written_at: DateTime<Utc>,
+    ) -> StoreResult<Option<TurnFinished>> {
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            // The completion first: it is the lease check, and on PostgreSQL it locks the job
+            // row, so the reaper cannot take the turn between this check and the commit.
+            if !complete_job!(&mut *tx, lease, now)? {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let mut to_send = 0;
+            for reply in &end.replies {
+                if reply.unless_handed_off && handed_off!(tx, reply, written_at)? {
+                    continue;
+                }
+                let id: Option<i64> = insert_outbound!(tx, reply, written_at)?;
+                to_send += usize::from(id.is_some() && !reply.local);
+            }
+            if let Some(h) = &end.history {
+                let (tenant, conversation, turn, attempt) = (end.tenant, end.conversation, lease.job, Some(lease.attempt));
+                insert_history!(tx, tenant, conversation, turn, attempt, &h.provider, h.messages, &h.calls, written_at)?;
+            }
+            tx.commit().await?;
+            Ok(Some(TurnFinished { to_send }))
+        })
     }
 
     async fn fail(

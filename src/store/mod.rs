@@ -44,7 +44,7 @@ mod tenants;
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -70,7 +70,7 @@ pub use handoff::{HandoffState, HandoffStore};
 pub use history::{HistoryStore, ModelCall, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use intake::IntakeStore;
-pub use jobs::{JobStore, RunnableJobs};
+pub use jobs::{JobStore, RunnableJobs, TurnFinished};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
@@ -139,6 +139,8 @@ pub enum Pool {
 pub struct Store {
     pub(crate) pool: Pool,
     clock: Arc<DbClock>,
+    /// Transactions the SQLite writer committed (SQLite's commit hook), for benchmarks.
+    sqlite_commits: Arc<AtomicU64>,
 }
 
 /// How far the database's clock is ahead of this server's. Leases are compared across server
@@ -232,10 +234,23 @@ impl Store {
             .busy_timeout(SQLITE_BUSY_TIMEOUT);
         // The writer never checkpoints (that would put an fsync inside some unlucky commit);
         // a background task does it without blocking the writer.
+        let sqlite_commits = Arc::new(AtomicU64::new(0));
+        let counter = sqlite_commits.clone();
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .test_before_acquire(TEST_BEFORE_ACQUIRE)
+            .after_connect(move |conn, _| {
+                let counter = counter.clone();
+                Box::pin(async move {
+                    // SQLite calls it for write transactions only, autocommitted statements too.
+                    conn.lock_handle().await?.set_commit_hook(move || {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        true
+                    });
+                    Ok(())
+                })
+            })
             .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await?;
         let read = SqlitePoolOptions::new()
@@ -245,7 +260,7 @@ impl Store {
             .connect_with(options)
             .await?;
         tokio::spawn(checkpoint_wal(read.clone()));
-        Ok(Self { pool: Pool::Sqlite { read, write }, clock: Arc::default() })
+        Ok(Self { pool: Pool::Sqlite { read, write }, clock: Arc::default(), sqlite_commits })
     }
 
     pub async fn connect_postgres(options: PgConnectOptions, max_connections: u32) -> StoreResult<Self> {
@@ -255,7 +270,7 @@ impl Store {
             .test_before_acquire(TEST_BEFORE_ACQUIRE)
             .connect_with(options)
             .await?;
-        let store = Self { pool: Pool::Postgres(pool), clock: Arc::default() };
+        let store = Self { pool: Pool::Postgres(pool), clock: Arc::default(), sqlite_commits: Arc::default() };
         store.sync_clock().await?;
         tokio::spawn(resync_clock(store.clone()));
         Ok(store)
@@ -284,6 +299,12 @@ impl Store {
         let skew = db - (before + (after - before) / 2);
         self.clock.skew_micros.store(skew.num_microseconds().unwrap_or(0), Ordering::Relaxed);
         Ok(skew)
+    }
+
+    /// Write transactions committed through this store on SQLite (counted by SQLite's commit
+    /// hook on the single writer); `None` on PostgreSQL, whose statistics count them instead.
+    pub fn sqlite_commits(&self) -> Option<u64> {
+        matches!(self.pool, Pool::Sqlite { .. }).then(|| self.sqlite_commits.load(Ordering::Relaxed))
     }
 
     pub fn backend(&self) -> &'static str {

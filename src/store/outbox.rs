@@ -76,6 +76,24 @@ macro_rules! apply_status_on {
 }
 pub(crate) use apply_status_on;
 
+/// Inside a write transaction: true when a person has `$new`'s conversation at `$now`, so a
+/// reply marked `unless_handed_off` is dropped (checked where the reply is inserted, so a
+/// takeover that commits first always wins).
+macro_rules! handed_off {
+    ($tx:expr, $new:expr, $now:expr) => {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT id FROM conversations WHERE tenant_id = $1 AND id = $2 AND handoff_until > $3",
+        )
+        .bind($new.tenant.0)
+        .bind($new.conversation.0)
+        .bind($now)
+        .fetch_optional(&mut *$tx)
+        .await
+        .map(|row| row.is_some())
+    };
+}
+pub(crate) use handed_off;
+
 #[allow(async_fn_in_trait)]
 pub trait OutboxStore {
     /// Inserts the reply unless its key exists; `None` means it was already there.
@@ -151,18 +169,8 @@ impl OutboxStore for Store {
             {
                 return Err(StoreError::LeaseLost);
             }
-            if new.unless_handed_off {
-                let handed_off: Option<i64> = sqlx::query_scalar(
-                    "SELECT id FROM conversations WHERE tenant_id = $1 AND id = $2 AND handoff_until > $3",
-                )
-                .bind(new.tenant.0)
-                .bind(new.conversation.0)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-                if handed_off.is_some() {
-                    return Ok(None);
-                }
+            if new.unless_handed_off && handed_off!(tx, new, now)? {
+                return Ok(None);
             }
             let id: Option<i64> = insert_outbound!(tx, new, now)?;
             tx.commit().await?;

@@ -127,13 +127,16 @@ contract!(one_running_turn_per_conversation_under_contention, |db| async move {
 struct DiesMidTurn {
     replier: Replier,
     calls: std::sync::atomic::AtomicUsize,
+    /// Notified once the first attempt has queued its reply.
+    replied: Arc<tokio::sync::Notify>,
 }
 
 #[async_trait]
 impl TurnHandler for DiesMidTurn {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
-        self.replier.reply(turn, 0, OutboundMessage::text("Recebido!")?).await?;
+        self.replier.reply(turn, 0, OutboundMessage::text("Recebido!")?);
         if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            self.replied.notify_one();
             std::future::pending::<()>().await;
         }
         Ok(())
@@ -143,8 +146,10 @@ impl TurnHandler for DiesMidTurn {
 contract!(a_worker_killed_mid_turn_is_retried_and_answers_once, |db| async move {
     let tenant = db.tenant().await;
     let graph = FakeGraph::start().await;
+    let replied = Arc::new(tokio::sync::Notify::new());
+    let signal = replied.clone();
     let app = TestApp::spawn_with(db, test_config(&graph.url, &[]), |ctx| {
-        Arc::new(DiesMidTurn { replier: ctx.replier, calls: Default::default() })
+        Arc::new(DiesMidTurn { replier: ctx.replier, calls: Default::default(), replied: signal })
     })
     .await;
     assert_eq!(app.post_webhook(&bytes(&fixture("text"))).await.status(), 200);
@@ -152,15 +157,12 @@ contract!(a_worker_killed_mid_turn_is_retried_and_answers_once, |db| async move 
 
     let doomed = app.worker.clone();
     let task = tokio::spawn(async move { doomed.run_next_at(start).await });
-    // Wait until the doomed worker has written its reply, then kill it.
-    for _ in 0..200 {
-        if !db.store.list_outbound(tenant.id).await.unwrap().is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    // Wait until the doomed worker has queued its reply, then kill it: the turn never ended,
+    // so nothing of it was written.
+    replied.notified().await;
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
+    assert!(db.store.list_outbound(tenant.id).await.unwrap().is_empty(), "a dead turn writes no reply");
 
     // Nothing happens until the lease expires; then the turn is reclaimed and rerun.
     assert_eq!(app.worker.run_next_at(start).await.unwrap(), RunOutcome::Empty);

@@ -41,4 +41,5 @@ mod reminders;
 mod scenario;
 mod simulator_page;
 mod tenants;
+mod turn_end;
 mod webhook;

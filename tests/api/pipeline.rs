@@ -79,7 +79,7 @@ impl TurnHandler for Slow {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
         self.started.notify_one();
         tokio::time::sleep(Duration::from_millis(400)).await;
-        self.replier.reply(turn, 0, OutboundMessage::text("Pronto!")?).await?;
+        self.replier.reply(turn, 0, OutboundMessage::text("Pronto!")?);
         Ok(())
     }
 }
@@ -126,7 +126,7 @@ impl TurnHandler for PanicsOnce {
         if !self.panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
             panic!("a bug in a turn handler");
         }
-        self.replier.reply(turn, 0, OutboundMessage::text("Pronto!")?).await?;
+        self.replier.reply(turn, 0, OutboundMessage::text("Pronto!")?);
         Ok(())
     }
 }
