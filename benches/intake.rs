@@ -50,8 +50,11 @@ fn wamid(run: &str, i: usize) -> String {
     format!("wamid.{run}.{n}")
 }
 
+/// Customers the messages come from.
+const CONTACTS: usize = 5_000;
+
 fn wa_id(i: usize) -> String {
-    format!("55119{:08}", i % 5_000)
+    format!("55119{:08}", i % CONTACTS)
 }
 
 fn payload(run: &str, i: usize) -> Vec<u8> {
@@ -162,18 +165,25 @@ fn inbound(run: &str, i: usize) -> NewInbound {
 }
 
 /// The limit: the same rows straight into the database in batches of [`LIMIT_BATCH`], from
-/// `writers` tasks (as many as the server's writers), each batch's conversations resolved
-/// concurrently as the server's requests resolve them.
+/// `writers` tasks (as many as the server's writers). The contacts and conversations exist
+/// before the clock starts, so this is the database's rate for these rows written in batches,
+/// without HTTP and without the per-message contact read the server also does.
 async fn limit(url: &str, writers: usize) -> Stats {
     let store = fresh_store(url).await;
     let tenant = TenantDirectory::default().by_phone_number_id(&store, PHONE_NUMBER_ID).await.expect("lookup");
     let tenant = tenant.expect("tenant").id;
     let timing = TurnTiming { debounce: TimeDelta::minutes(10), debounce_max: TimeDelta::minutes(20), max_attempts: 5 };
+    let mut conversations = Vec::with_capacity(CONTACTS);
+    for i in 0..CONTACTS {
+        let contact = inbound("limit", i).contact;
+        conversations.push(store.ensure_conversation(tenant, &contact, Utc::now()).await.expect("conversation"));
+    }
+    let conversations = Arc::new(conversations);
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..writers {
-        let (store, next, timing) = (store.clone(), next.clone(), timing.clone());
+        let (store, next, timing, conversations) = (store.clone(), next.clone(), timing.clone(), conversations.clone());
         tasks.spawn(async move {
             let mut latencies = Vec::new();
             loop {
@@ -182,19 +192,11 @@ async fn limit(url: &str, writers: usize) -> Stats {
                     return latencies;
                 }
                 let began = Instant::now();
-                let messages: Vec<NewInbound> =
-                    (first..(first + LIMIT_BATCH).min(MESSAGES)).map(|i| inbound("limit", i)).collect();
-                let conversations = futures::future::join_all(
-                    messages.iter().map(|m| store.ensure_conversation(tenant, &m.contact, Utc::now())),
-                )
-                .await;
-                let writes: Vec<IntakeWrite> = messages
-                    .into_iter()
-                    .zip(conversations)
-                    .map(|(message, conversation)| IntakeWrite::Message {
+                let writes: Vec<IntakeWrite> = (first..(first + LIMIT_BATCH).min(MESSAGES))
+                    .map(|i| IntakeWrite::Message {
                         tenant,
-                        conversation: conversation.expect("conversation"),
-                        message,
+                        conversation: conversations[i % CONTACTS],
+                        message: inbound("limit", i),
                         kind: JobKind::Turn,
                     })
                     .collect();
@@ -398,7 +400,8 @@ async fn main() {
                 .expect("drop");
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.expect("create");
         }
-        let writers = std::env::var("BENCH_WRITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+        // The server's default number of writers on PostgreSQL.
+        let writers = std::env::var("BENCH_WRITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
         table += &bench_backend("PostgreSQL", writers, |which| format!("{base}/balcao_bench_{which}")).await;
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");

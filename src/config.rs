@@ -104,7 +104,10 @@ pub struct WhatsAppConfig {
 pub struct IntakeConfig {
     /// `BALCAO_INTAKE_BATCH_MAX`: writes per commit at most; 1 turns group commit off.
     pub batch_max: usize,
-    /// `BALCAO_INTAKE_BATCH_WINDOW_MS`: how long a batch stays open for more writes.
+    /// `BALCAO_INTAKE_BATCH_WINDOW_MS`: how long a batch stays open for more writes. 0 by
+    /// default: batches still form from what queues while earlier ones commit, and no write
+    /// waits for company; a window helps where a commit is slow against the gaps between
+    /// messages (a slow disk).
     pub batch_window: Duration,
     /// `BALCAO_INTAKE_WRITERS`: batches committing at once on PostgreSQL.
     pub writers: usize,
@@ -329,11 +332,11 @@ impl Config {
             batch_max: r.bounded("BALCAO_INTAKE_BATCH_MAX", 64, INTAKE_BATCH_MAX, "writes") as usize,
             batch_window: Duration::from_millis(r.bounded(
                 "BALCAO_INTAKE_BATCH_WINDOW_MS",
-                1,
+                0,
                 INTAKE_BATCH_WINDOW_MS,
                 "milliseconds",
             )),
-            writers: r.bounded("BALCAO_INTAKE_WRITERS", 2, INTAKE_WRITERS, "writers") as usize,
+            writers: r.bounded("BALCAO_INTAKE_WRITERS", 4, INTAKE_WRITERS, "writers") as usize,
         };
         let queue = QueueConfig {
             lease,

@@ -8,10 +8,9 @@
 //! Invariants:
 //! - a write is answered only after the transaction holding it committed, or with the error that
 //!   kept it out: a 200 still means "stored durably";
-//! - batching changes when a commit happens, never what is written: each write runs the
-//!   statements it runs alone (`IntakeStore`), so dedup stays the unique provider id (a repeat
-//!   inside a batch, in another writer's batch or another process's is one row) and a message's
-//!   turn upsert stays in its transaction;
+//! - batching changes when a commit happens, never what is written (`IntakeStore`): dedup stays
+//!   the unique provider id (a repeat inside a batch, in another writer's batch or another
+//!   process's is one row) and a message's turn upsert stays in the transaction that stores it;
 //! - one failing write never fails its batch-mates: when a batch's transaction fails, each of
 //!   its writes is retried alone, in a transaction of its own, and answered with its own result;
 //! - a batch closes when it holds `batch_max` writes or `batch_window` after its first write;
