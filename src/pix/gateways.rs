@@ -48,6 +48,11 @@ pub fn required_secret(secrets: &dyn Secrets, setting: &str, name: Option<&str>)
 
 type Entry = (PixSettings, Arc<dyn PixGateway>);
 
+/// Bounds memory: one entry per tenant that charged, so a deployment with more tenants than
+/// this (or tenants removed over a long uptime) evicts one entry per new tenant instead of
+/// growing. An evicted gateway is rebuilt on its next charge (a new token, a new client).
+const MAX_ENTRIES: usize = 10_000;
+
 /// The gateways of every tenant, built on first use and rebuilt when the settings change.
 pub struct Gateways {
     secrets: Arc<dyn Secrets>,
@@ -73,6 +78,12 @@ impl Gateways {
         match entries.get(&tenant) {
             Some((known, gateway)) if known == settings => Ok(gateway.clone()),
             _ => {
+                if entries.len() >= MAX_ENTRIES
+                    && !entries.contains_key(&tenant)
+                    && let Some(evicted) = entries.keys().next().copied()
+                {
+                    entries.remove(&evicted);
+                }
                 entries.insert(tenant, (settings.clone(), built.clone()));
                 Ok(built)
             }
@@ -93,4 +104,36 @@ pub fn build(settings: &PixSettings, secrets: &dyn Secrets) -> Result<Arc<dyn Pi
         GatewayKind::Asaas => Arc::new(asaas::AsaasGateway::new(settings, secrets)?),
         GatewayKind::MercadoPago => Arc::new(mercadopago::MercadoPagoGateway::new(settings, secrets)?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pix::settings::RawPix;
+
+    fn sandbox() -> PixSettings {
+        PixSettings::from_raw(RawPix {
+            key: "loja@example.com".into(),
+            key_type: "email".into(),
+            merchant_name: "Loja".into(),
+            merchant_city: "Recife".into(),
+            ..RawPix::default()
+        })
+        .expect("settings")
+    }
+
+    #[test]
+    fn the_cache_stays_bounded_with_tenants() {
+        let gateways = Gateways::new(Arc::new(MapSecrets::default()));
+        let settings = sandbox();
+        for tenant in 0..MAX_ENTRIES as i64 + 50 {
+            gateways.for_tenant(TenantId(tenant), &settings).expect("gateway");
+        }
+        assert_eq!(gateways.lock().len(), MAX_ENTRIES);
+        // A cached tenant is still served the same gateway.
+        let kept = *gateways.lock().keys().next().expect("an entry");
+        let first = gateways.for_tenant(kept, &settings).expect("gateway");
+        let again = gateways.for_tenant(kept, &settings).expect("gateway");
+        assert!(Arc::ptr_eq(&first, &again));
+    }
 }
