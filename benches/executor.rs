@@ -37,14 +37,7 @@ static NOOP: ToolSpec = ToolSpec {
     fields: &[FieldSpec { name: "item", kind: FieldKind::Text, required: true, identity: true, description: "-" }],
 };
 
-/// A tool that does nothing, declared as a local effect (its reservation needs no flush of its
-/// own) or as an outside one (reserve and settle each wait for a flush).
-struct Noop {
-    local: bool,
-}
-
-const LOCAL: Noop = Noop { local: true };
-const OUTSIDE: Noop = Noop { local: false };
+struct Noop;
 
 #[async_trait]
 impl Tool for Noop {
@@ -53,9 +46,6 @@ impl Tool for Noop {
     }
     async fn run(&self, _call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         Ok(json!({ "ok": true }))
-    }
-    fn local_effect(&self) -> bool {
-        self.local
     }
 }
 
@@ -127,7 +117,6 @@ async fn reserve(
         turn: None,
         tool_use_id: None,
         turn_attempt: None,
-        durable: true,
     };
     let now = Utc::now();
     store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
@@ -153,23 +142,16 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         tool_use_id: None,
         now,
     };
-    let (mut via_executor, mut outside, mut direct, mut replay, mut one_statement, mut one_read) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut via_executor, mut direct, mut replay, mut one_statement, mut one_read) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleaved rounds, so drift in the machine's speed hits both sides alike.
     for round in 0..ROUNDS {
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("exec-{round}-{i}") });
             let now = Utc::now();
             let started = Instant::now();
-            let outcome = executor.execute(&LOCAL, &ctx(now), &input).await.expect("execute");
+            let outcome = executor.execute(&Noop, &ctx(now), &input).await.expect("execute");
             via_executor.push(started.elapsed());
-            assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
-        }
-        for i in 0..CALLS / ROUNDS {
-            let input = json!({ "item": format!("outside-{round}-{i}") });
-            let started = Instant::now();
-            let outcome = executor.execute(&OUTSIDE, &ctx(Utc::now()), &input).await.expect("execute");
-            outside.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
         }
         for i in 0..CALLS / ROUNDS {
@@ -188,7 +170,7 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("exec-{round}-{i}") });
             let started = Instant::now();
-            let outcome = executor.execute(&LOCAL, &ctx(Utc::now()), &input).await.expect("replay");
+            let outcome = executor.execute(&Noop, &ctx(Utc::now()), &input).await.expect("replay");
             replay.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_)));
         }
@@ -205,17 +187,11 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
             one_read.push(started.elapsed());
         }
     }
-    let (e, x, d, r, o, q) = (
-        Timings(via_executor),
-        Timings(outside),
-        Timings(direct),
-        Timings(replay),
-        Timings(one_statement),
-        Timings(one_read),
-    );
+    let (e, d, r, o, q) =
+        (Timings(via_executor), Timings(direct), Timings(replay), Timings(one_statement), Timings(one_read));
     let (executed_rate, replay_rate) = concurrent(&executor, &tenant, contact, conversation).await;
     let concurrent = format!(
-        "| {name} | executed via executor, local effect | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
+        "| {name} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
          | {name} | replay via executor (`already_done`) | {TASKS} × {PER_TASK} | {replay_rate:.0} | {:.0} | {:.2}× |\n",
         1e6 / e.mean_us(),
         executed_rate * e.mean_us() / 1e6,
@@ -223,8 +199,7 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         replay_rate * r.mean_us() / 1e6,
     );
     let sequential = format!(
-        "| {name} | executed via executor, local effect | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
-         | {name} | executed via executor, outside effect | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
+        "| {name} | executed via executor | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
          | {name} | reserve + settle issued directly (both durable) | {:.0} | {:.0} | {:.0} | |\n\
          | {name} | replay via executor (`already_done`) | {:.0} | {:.0} | {:.0} | {:.2}× its one statement |\n\
          | {name} | the reserve upsert on an existing key, directly | {:.0} | {:.0} | {:.0} | |\n\
@@ -233,10 +208,6 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         e.p(0.5),
         e.p(0.99),
         e.mean_us() / d.mean_us(),
-        x.mean_us(),
-        x.p(0.5),
-        x.p(0.99),
-        x.mean_us() / d.mean_us(),
         d.mean_us(),
         d.p(0.5),
         d.p(0.99),
@@ -311,7 +282,7 @@ async fn concurrent(
                             now: Utc::now(),
                         };
                         let input = json!({ "item": format!("concurrent-{task}-{i}") });
-                        let outcome = executor.execute(&LOCAL, &ctx, &input).await.expect("execute");
+                        let outcome = executor.execute(&Noop, &ctx, &input).await.expect("execute");
                         match phase {
                             0 => assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_))),
                             _ => assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_))),

@@ -16,18 +16,22 @@
 //! - a batch closes when it holds `batch_max` writes or `batch_window` after its first write;
 //!   a writer never waits while it has nothing, and while one batch commits the next collects,
 //!   so batches grow with the load by themselves;
-//! - writes of one conversation keep their arrival order (message ids follow it), and batches
-//!   take row locks in conversation order, so two batches rarely wait on each other in a cycle
-//!   (a deadlock the database breaks is one more failed batch, retried alone);
-//! - SQLite has one writing connection, so one writer; PostgreSQL runs `writers` batches at
-//!   once, each on its own connection, and every process batches on its own.
+//! - writes of one conversation keep their arrival order (message ids follow it): a
+//!   conversation's writes always go to the same writer, which commits one batch after the
+//!   other (a failed batch's writes are retried alone, in order, before the next batch); in a
+//!   batch, clicks and statuses are written after its customer messages;
+//! - batches take row locks in conversation order, so two batches rarely wait on each other in
+//!   a cycle (a deadlock the database breaks is one more failed batch, retried alone);
+//! - SQLite has one writing connection, so one writer; PostgreSQL runs `writers` writers, each
+//!   committing on its own connection, and every process batches on its own.
 
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 use futures::future::join_all;
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{IntakeWrite, Written};
@@ -36,8 +40,8 @@ use crate::jobs::TurnTiming;
 use crate::metrics::Metrics;
 use crate::store::{IntakeStore, Store, StoreError, StoreResult};
 
-/// Writes waiting for a writer, per writer and per batch slot: enough to fill the next batches
-/// while the current ones commit; beyond it, requests wait to enqueue (backpressure).
+/// Batches' worth of writes a writer's queue holds: enough to fill its next batches while the
+/// current one commits; beyond it, requests wait to enqueue (backpressure).
 const QUEUED_BATCHES_PER_WRITER: usize = 4;
 
 /// Stores intake writes, alone or in batches. Cheap to clone.
@@ -46,8 +50,9 @@ pub struct GroupCommit {
     store: Store,
     timing: Arc<TurnTiming>,
     metrics: Metrics,
-    /// `None`: group commit is off (`batch_max` 1), each write commits in its request's task.
-    queue: Option<mpsc::Sender<Queued>>,
+    /// One queue per writer; empty when group commit is off (`batch_max` 1), each write then
+    /// commits in its request's task.
+    queues: Vec<mpsc::Sender<Queued>>,
 }
 
 struct Queued {
@@ -55,15 +60,14 @@ struct Queued {
     answer: oneshot::Sender<StoreResult<Written>>,
 }
 
-/// What one writer task needs; the receiver is shared, so one writer collects at a time while
-/// the others commit.
+/// One writer task: collects a batch from its queue, commits it, and again.
 struct Writer {
     store: Store,
     timing: Arc<TurnTiming>,
     metrics: Metrics,
     batch_max: usize,
     window: Duration,
-    queue: Arc<Mutex<mpsc::Receiver<Queued>>>,
+    queue: mpsc::Receiver<Queued>,
 }
 
 impl GroupCommit {
@@ -71,29 +75,31 @@ impl GroupCommit {
     /// returned handle is dropped and the writes already handed over are answered.
     pub fn start(store: Store, timing: Arc<TurnTiming>, metrics: Metrics, config: &IntakeConfig) -> Self {
         if config.batch_max <= 1 {
-            return Self { store, timing, metrics, queue: None };
+            return Self { store, timing, metrics, queues: Vec::new() };
         }
         let writers = if store.backend() == "sqlite" { 1 } else { config.writers.max(1) };
-        let (sender, receiver) = mpsc::channel(config.batch_max * writers * QUEUED_BATCHES_PER_WRITER);
-        let receiver = Arc::new(Mutex::new(receiver));
-        for _ in 0..writers {
-            let writer = Writer {
-                store: store.clone(),
-                timing: timing.clone(),
-                metrics: metrics.clone(),
-                batch_max: config.batch_max,
-                window: config.batch_window,
-                queue: receiver.clone(),
-            };
-            tokio::spawn(writer.run());
-        }
-        Self { store, timing, metrics, queue: Some(sender) }
+        let queues = (0..writers)
+            .map(|_| {
+                let (sender, queue) = mpsc::channel(config.batch_max * QUEUED_BATCHES_PER_WRITER);
+                let writer = Writer {
+                    store: store.clone(),
+                    timing: timing.clone(),
+                    metrics: metrics.clone(),
+                    batch_max: config.batch_max,
+                    window: config.batch_window,
+                    queue,
+                };
+                tokio::spawn(writer.run());
+                sender
+            })
+            .collect();
+        Self { store, timing, metrics, queues }
     }
 
     /// Stores a webhook body's writes in order; returns once they are committed (or could not
     /// be), each with its own result. Queued together, they usually share one batch.
     pub async fn write_all(&self, writes: Vec<IntakeWrite>) -> Vec<StoreResult<Written>> {
-        if self.queue.is_none() {
+        if self.queues.is_empty() {
             // Alone, one after another: a conversation's messages keep their order.
             let mut results = Vec::with_capacity(writes.len());
             for write in writes {
@@ -101,16 +107,20 @@ impl GroupCommit {
             }
             return results;
         }
-        // Polled in order, so they enter the queue (first come, first served) in order.
+        // Polled in order, so they enter their writers' queues (first come, first served) in order.
         join_all(writes.into_iter().map(|write| self.write(write))).await
     }
 
     /// Stores `write`; returns once it is committed (or could not be).
     pub async fn write(&self, write: IntakeWrite) -> StoreResult<Written> {
-        let Some(queue) = &self.queue else {
+        if self.queues.is_empty() {
             self.metrics.intake_batch_size.observe(1.0);
             return self.store.write_intake(&write, &self.timing, Utc::now()).await;
-        };
+        }
+        let (tenant, conversation) = lock_order(&write);
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (tenant, conversation).hash(&mut hasher);
+        let queue = &self.queues[(hasher.finish() % self.queues.len() as u64) as usize];
         let (answer, answered) = oneshot::channel();
         queue.send(Queued { write, answer }).await.map_err(|_| stopped())?;
         answered.await.map_err(|_| stopped())?
@@ -122,7 +132,7 @@ fn stopped() -> StoreError {
 }
 
 impl Writer {
-    async fn run(self) {
+    async fn run(mut self) {
         while let Some(mut batch) = self.collect().await {
             // Stable: a conversation's writes keep their arrival order.
             batch.sort_by_key(|q| lock_order(&q.write));
@@ -132,8 +142,8 @@ impl Writer {
 
     /// The next batch: waits for a first write, then takes what is queued, waiting up to the
     /// window for more while the batch has room. `None` once the queue is closed and empty.
-    async fn collect(&self) -> Option<Vec<Queued>> {
-        let mut queue = self.queue.lock().await;
+    async fn collect(&mut self) -> Option<Vec<Queued>> {
+        let queue = &mut self.queue;
         let first = queue.recv().await?;
         let mut batch = Vec::with_capacity(self.batch_max);
         batch.push(first);
@@ -178,8 +188,9 @@ impl Writer {
     }
 }
 
-/// Batches lock a conversation's job row after its message: ordering writes by conversation
-/// makes concurrent batches lock in one order.
+/// A write's conversation (statuses: none, after every conversation): batches are sorted by it,
+/// so concurrent batches lock job rows in one order, and writes are routed by it, so one
+/// conversation's writes keep their order.
 fn lock_order(write: &IntakeWrite) -> (i64, i64) {
     match write {
         IntakeWrite::Message { tenant, conversation, .. } => (tenant.0, conversation.0),

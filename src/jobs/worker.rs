@@ -129,35 +129,46 @@ impl Worker {
         let now = clock.now();
         match ran {
             Ran::LeaseLost => {}
-            Ran::Finished(Ok(end)) => {
-                let written_at = self.store.db_time(Utc::now());
-                if let Some(finished) = self.store.finish_turn(&job.lease, &end, now, written_at).await? {
-                    if finished.to_send > 0
-                        && let Some(wake) = &self.outbox_wake
-                    {
-                        wake.notify_one();
+            Ran::Finished(result) => {
+                let failure = match result {
+                    Ok(end) => {
+                        let written_at = self.store.db_time(Utc::now());
+                        match self.store.finish_turn(&job.lease, &end, now, written_at).await {
+                            Ok(Some(finished)) => {
+                                if finished.to_send > 0
+                                    && let Some(wake) = &self.outbox_wake
+                                {
+                                    wake.notify_one();
+                                }
+                                self.metrics.jobs_completed.inc();
+                                tracing::info!("turn completed");
+                                return Ok(RunOutcome::Completed(job.id));
+                            }
+                            Ok(None) => None,
+                            // Nothing of the end was written: the turn is retried with backoff,
+                            // like a failure of the handler, not left to its lease.
+                            Err(e) => Some(anyhow::Error::from(e).context("failed to record the turn's end")),
+                        }
                     }
-                    self.metrics.jobs_completed.inc();
-                    tracing::info!("turn completed");
-                    return Ok(RunOutcome::Completed(job.id));
-                }
-            }
-            Ran::Finished(Err(error)) => {
-                let error = format!("{error:#}");
-                let backoff = Backoff { base: self.config.backoff_base, max: self.config.backoff_max };
-                let retry_at = now + to_delta(backoff.delay(job.attempt as u32));
-                match self.store.fail(&job.lease, &error, false, retry_at, now).await? {
-                    Some(FailOutcome::WillRetry) => {
-                        self.metrics.jobs_retried.inc();
-                        tracing::warn!(%error, %retry_at, "turn failed, will retry");
-                        return Ok(RunOutcome::WillRetry(job.id));
+                    Err(error) => Some(error),
+                };
+                if let Some(error) = failure {
+                    let error = format!("{error:#}");
+                    let backoff = Backoff { base: self.config.backoff_base, max: self.config.backoff_max };
+                    let retry_at = now + to_delta(backoff.delay(job.attempt as u32));
+                    match self.store.fail(&job.lease, &error, false, retry_at, now).await? {
+                        Some(FailOutcome::WillRetry) => {
+                            self.metrics.jobs_retried.inc();
+                            tracing::warn!(%error, %retry_at, "turn failed, will retry");
+                            return Ok(RunOutcome::WillRetry(job.id));
+                        }
+                        Some(FailOutcome::Dead) => {
+                            self.metrics.jobs_dead.inc();
+                            tracing::error!(%error, "turn failed for the last time");
+                            return Ok(RunOutcome::Dead(job.id));
+                        }
+                        None => {}
                     }
-                    Some(FailOutcome::Dead) => {
-                        self.metrics.jobs_dead.inc();
-                        tracing::error!(%error, "turn failed for the last time");
-                        return Ok(RunOutcome::Dead(job.id));
-                    }
-                    None => {}
                 }
             }
         }

@@ -98,13 +98,6 @@ pub enum ToolFailure {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &'static ToolSpec;
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure>;
-    /// True when the tool's effect is only rows in Balcão's own database, written by
-    /// transactions that check the ledger fence: nothing leaves the database before a durable
-    /// commit, so the reservation may commit without waiting for a flush (see `crate::ledger`).
-    /// False (the default) for anything that calls outside.
-    fn local_effect(&self) -> bool {
-        false
-    }
 }
 
 /// What the agent is told.
@@ -258,7 +251,6 @@ impl Executor {
                 turn: ctx.turn,
                 tool_use_id: ctx.tool_use_id,
                 turn_attempt: ctx.turn_attempt,
-                durable: !tool.local_effect(),
             };
             let row = match self.store.reserve_execution(&new, now, lease_until).await? {
                 Reservation::Fresh(id) => {

@@ -22,13 +22,10 @@
 //!   any later synchronous commit flushes it. SQLite runs in WAL mode with
 //!   `synchronous = NORMAL`, where no commit waits for an fsync (checkpoints do, off the
 //!   writer): nothing to relax there;
-//! - a fresh reservation for a local effect (`Tool::local_effect`: rows in our own database,
-//!   written by transactions that check the fence) commits asynchronously too. What the
-//!   reservation guards is the effect, and that effect commits durably with its outcome: a
-//!   synchronous commit flushes the WAL up to itself, so it carries the reservation with it, and
-//!   a crash before then loses a reservation that guarded nothing yet (the fence check refuses
-//!   an effect whose row is gone). A local call then waits for one flush, not two. Outside
-//!   effects keep a durable reservation: the provider call happens between the two commits;
+//! - a fresh reservation stays a synchronous commit, also for effects in our own database: an
+//!   asynchronous one lost in a database crash (or a failover) while this server keeps running
+//!   can hand its id out again, and the fence (row id and generation) would then match another
+//!   call's row. Relaxing it safely needs the reservation's token in the fence;
 //! - a repeat gets the stored outcome (`already_done`, or the permanent failure) without the
 //!   handler running again; a call under the same key with different arguments is a
 //!   `conflict`, never a silent replay; a call while another attempt holds the lease is

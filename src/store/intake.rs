@@ -78,7 +78,7 @@ const INSERT_TURN_MESSAGES: &str = concat!(
      turns AS (",
     upsert_turn_sql!(
         "SELECT DISTINCT tenant_id, conversation_id, 'available', $11::timestamptz, $12::timestamptz, 0::bigint,
-                $13::bigint, $10::timestamptz, $10::timestamptz FROM inserted",
+                $13::bigint, $10::timestamptz, $10::timestamptz FROM inserted ORDER BY tenant_id, conversation_id",
         "tenant_id, conversation_id, id"
     ),
     ")

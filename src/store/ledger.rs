@@ -106,9 +106,6 @@ pub struct NewExecution<'a> {
     pub turn: Option<JobId>,
     pub tool_use_id: Option<&'a str>,
     pub turn_attempt: Option<i64>,
-    /// A fresh reservation waits for its flush. False for a local effect: its durable effect
-    /// transaction flushes the reservation with it (see `crate::ledger`).
-    pub durable: bool,
 }
 
 /// A takeover of row `id` as seen at `generation`, by a call with these arguments.
@@ -202,14 +199,12 @@ impl LedgerStore for Store {
         let token = uuid::Uuid::new_v4().to_string();
         let row: ExecutionRecord = writing!(self, pool => {
             sqlx::query_as(pool.pick(
-                // SQLite's commits wait for no flush (WAL, synchronous = NORMAL): nothing to relax.
-                concat!(reserve_upsert!(), execution_columns!(), ", CASE WHEN $14 THEN NULL END AS relaxed"),
-                // A repeat, or a reservation for a local effect, relaxes its own (implicit)
-                // transaction's commit: see `crate::ledger`.
+                concat!(reserve_upsert!(), execution_columns!()),
+                // A repeat relaxes its own (implicit) transaction's commit: see `crate::ledger`.
                 concat!(
                     reserve_upsert!(),
                     execution_columns!(),
-                    ", CASE WHEN reserved_by <> $10 OR NOT $14 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"
+                    ", CASE WHEN reserved_by <> $10 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"
                 ),
             ))
             .bind(new.tenant.0)
@@ -225,7 +220,6 @@ impl LedgerStore for Store {
             .bind(lease_until)
             .bind(now)
             .bind(new.turn_attempt)
-            .bind(new.durable)
             .fetch_one(pool)
             .await
         })?;

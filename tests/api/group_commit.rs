@@ -171,3 +171,28 @@ contract!(one_batch_mixes_messages_repeats_and_clicks_in_order, |db| async move 
     assert!(again.iter().all(|w| *w == Written::Message(Recorded::Duplicate)), "{again:?}");
     assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 4);
 });
+
+contract!(a_conversations_messages_keep_their_order_across_batches_and_writers, |db| async move {
+    let tenant = db.tenant().await;
+    // Small batches and several writers: a body of 40 messages spans ten batches.
+    let writer = GroupCommit::start(db.store.clone(), Arc::new(timing(0, 0, 5)), Metrics::new(), &settings(4, 0, 4));
+    let wa_id = "5511955550001";
+    let conversation =
+        db.store.ensure_conversation(tenant.id, &message("probe", wa_id).contact, Utc::now()).await.unwrap();
+    let ids: Vec<String> = (0..40).map(|i| format!("wamid.order{i:02}")).collect();
+    let writes = ids
+        .iter()
+        .map(|id| IntakeWrite::Message {
+            tenant: tenant.id,
+            conversation,
+            message: message(id, wa_id),
+            kind: JobKind::Turn,
+        })
+        .collect();
+    assert!(writer.write_all(writes).await.iter().all(Result::is_ok));
+    let now = Utc::now() + chrono::TimeDelta::seconds(1);
+    let job = db.store.claim_next("w", now, now + chrono::TimeDelta::minutes(1)).await.unwrap().expect("a turn");
+    let stored: Vec<String> =
+        db.store.turn_messages(tenant.id, job.id).await.unwrap().into_iter().map(|m| m.provider_message_id).collect();
+    assert_eq!(stored, ids);
+});

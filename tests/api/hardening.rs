@@ -203,7 +203,6 @@ contract!(the_turn_context_lists_calls_still_in_flight, |db| async move {
         turn: None,
         tool_use_id: None,
         turn_attempt: None,
-        durable: true,
     };
     db.store.reserve_execution(&new, Utc::now(), Utc::now() + TimeDelta::minutes(2)).await.unwrap();
     let app = TestApp::spawn(db, agent_config(&fake, &[])).await;

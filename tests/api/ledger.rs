@@ -206,41 +206,6 @@ contract!(identical_calls_in_one_response_run_once, |db| async move {
     assert!([&a, &b].iter().any(|o| matches!(o, Outcome::AlreadyInProgress | Outcome::AlreadyDone(_))));
 });
 
-/// The probe declared as a local effect: its reservation commits without waiting for a flush.
-struct LocalProbe(Arc<Probe>);
-
-#[async_trait]
-impl Tool for LocalProbe {
-    fn spec(&self) -> &'static ToolSpec {
-        self.0.spec
-    }
-    async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
-        self.0.run(call).await
-    }
-    fn local_effect(&self) -> bool {
-        true
-    }
-}
-
-contract!(a_local_effect_runs_once_under_concurrent_and_later_repeats, |db| async move {
-    let s = Scenario::new(db).await;
-    let c = s.customer(db, "5511999990001").await;
-    let probe = Probe::new(&BUSINESS, [Behaviour::Slow(Duration::from_millis(50))]);
-    let local = LocalProbe(probe.clone());
-    let input = json!({ "item": "corte" });
-    let call = |id: &'static str| {
-        let (s, c, local, input) = (&s, &c, &local, &input);
-        async move { s.executor.execute(local, &ctx(s, c, "m1", id, now()), input).await.unwrap() }
-    };
-    let (a, b) = tokio::join!(call("toolu_A"), call("toolu_B"));
-    assert_eq!([&a, &b].iter().filter(|o| matches!(o, Outcome::Executed(_))).count(), 1, "{a:?} {b:?}");
-    let later = call("toolu_C").await;
-    assert!(matches!(later, Outcome::AlreadyDone(_)), "{later:?}");
-    assert_eq!((probe.runs(), probe.effects()), (1, 1));
-    let r = row(db, &s, &c).await;
-    assert_eq!((r.status.as_str(), r.generation), ("succeeded", 1));
-});
-
 contract!(per_turn_keys_repeat_only_in_a_new_turn, |db| async move {
     // "sim" sent twice in one turn is one confirmation; a later turn's "sim" is a new one.
     let s = Scenario::new(db).await;

@@ -256,11 +256,6 @@ impl Tool for CreateBooking {
         &CREATE_BOOKING
     }
 
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
-    }
-
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let service_id = call.args.i64("service_id").unwrap_or_default();
         let professional_id = call.args.i64("professional_id").unwrap_or_default();
@@ -294,11 +289,6 @@ static CANCEL_BOOKING: ToolSpec = ToolSpec {
 impl Tool for CancelBooking {
     fn spec(&self) -> &'static ToolSpec {
         &CANCEL_BOOKING
-    }
-
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
     }
 
     /// Proposes: the customer confirms with a button (or, typed, through `confirm_action`).
@@ -386,11 +376,6 @@ impl Tool for RescheduleBooking {
         &RESCHEDULE_BOOKING
     }
 
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
-    }
-
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let id = call.args.i64("booking_id").unwrap_or_default();
         move_booking(&self.store, call, id, starts_at(call)?, None).await
@@ -458,11 +443,6 @@ static PROPOSE_BOOKING: ToolSpec = ToolSpec {
 impl Tool for ProposeBooking {
     fn spec(&self) -> &'static ToolSpec {
         &PROPOSE_BOOKING
-    }
-
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
     }
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {

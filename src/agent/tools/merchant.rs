@@ -84,11 +84,6 @@ impl Tool for ProposeCharge {
         &PROPOSE_CHARGE
     }
 
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
-    }
-
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
         let store = &self.proposer.store;

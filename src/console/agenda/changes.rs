@@ -67,11 +67,6 @@ impl Tool for ConsoleCancel {
         &CONSOLE_CANCEL
     }
 
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
-    }
-
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let id = call.args.i64("booking_id").unwrap_or_default();
         crate::agent::tools::cancel(&self.store, call, id).await
@@ -86,11 +81,6 @@ struct ConsoleMove {
 impl Tool for ConsoleMove {
     fn spec(&self) -> &'static ToolSpec {
         &CONSOLE_MOVE
-    }
-
-    /// Its rows are written with the outcome, under the ledger fence.
-    fn local_effect(&self) -> bool {
-        true
     }
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
