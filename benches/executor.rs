@@ -123,6 +123,25 @@ async fn reserve(
 }
 
 /// The sequential table's rows and the concurrent table's rows.
+/// A call outside any turn, by `contact`, at `now`.
+fn context(
+    tenant: &balcao::tenant::Tenant,
+    contact: ContactId,
+    conversation: ConversationId,
+    now: chrono::DateTime<Utc>,
+) -> CallContext<'_> {
+    CallContext {
+        tenant,
+        customer: contact,
+        conversation,
+        turn: None,
+        turn_attempt: None,
+        trigger_message_id: None,
+        tool_use_id: None,
+        now,
+    }
+}
+
 /// Calls per second of the four workloads the peer runs too, in [`PEER_WORKLOADS`] order.
 type Rates = [f64; 4];
 
@@ -132,16 +151,7 @@ const PEER_WORKLOADS: [&str; 4] = ["executed sequential", "replay sequential", "
 async fn bench(name: &str, url: &str) -> (String, String, Rates) {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
-    let ctx = |now| CallContext {
-        tenant: &tenant,
-        customer: contact,
-        conversation,
-        turn: None,
-        turn_attempt: None,
-        trigger_message_id: None,
-        tool_use_id: None,
-        now,
-    };
+    let ctx = |now| context(&tenant, contact, conversation, now);
     let (mut via_executor, mut direct, mut replay, mut one_statement, mut one_read) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleaved rounds, so drift in the machine's speed hits both sides alike.
@@ -271,16 +281,7 @@ async fn concurrent(
                 let (executor, tenant) = (executor.clone(), tenant.clone());
                 tokio::spawn(async move {
                     for i in 0..PER_TASK {
-                        let ctx = CallContext {
-                            tenant: &tenant,
-                            customer: contact,
-                            conversation,
-                            turn: None,
-                            turn_attempt: None,
-                            trigger_message_id: None,
-                            tool_use_id: None,
-                            now: Utc::now(),
-                        };
+                        let ctx = context(&tenant, contact, conversation, Utc::now());
                         let input = json!({ "item": format!("concurrent-{task}-{i}") });
                         let outcome = executor.execute(&Noop, &ctx, &input).await.expect("execute");
                         match phase {

@@ -8,6 +8,9 @@
 //! bench creates and drops the databases `balcao_bench_*`) to add PostgreSQL. Turn processing is
 //! pushed out of the measurement window (a long debounce), so this measures intake alone.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +21,7 @@ use balcao::jobs::{JobKind, TurnTiming};
 use balcao::store::{IntakeStore, Store, TenantStore};
 use balcao::tenant::{TenantDirectory, TenantSpec};
 use chrono::{TimeDelta, Utc};
+use common::{Server, Stats, drive, post, status_mb, webhook};
 
 const CONNECTIONS: usize = 32;
 /// Database connections of the server and of the direct run (the same for both).
@@ -34,8 +38,9 @@ const LIMIT_BATCH: usize = 64;
 const DUPLICATE_EVERY: usize = 10;
 const RATE_PER_SECOND: usize = 1_000;
 const RATE_SECONDS: usize = 10;
-const SECRET: &str = "bench-secret";
 const PHONE_NUMBER_ID: &str = "106540352242922";
+/// What every message says.
+const BODY: &str = "quero marcar um corte amanhã às 14h";
 
 fn tenant_spec() -> TenantSpec {
     TenantSpec::parse(&format!(
@@ -57,89 +62,6 @@ fn wa_id(i: usize) -> String {
     format!("55119{:08}", i % CONTACTS)
 }
 
-fn payload(run: &str, i: usize) -> Vec<u8> {
-    let from = wa_id(i);
-    serde_json::to_vec(&serde_json::json!({
-        "object": "whatsapp_business_account",
-        "entry": [{ "id": "102290129340398", "changes": [{ "field": "messages", "value": {
-            "messaging_product": "whatsapp",
-            "metadata": { "display_phone_number": "15550783881", "phone_number_id": PHONE_NUMBER_ID },
-            "contacts": [{ "profile": { "name": "Cliente" }, "wa_id": from }],
-            "messages": [{ "from": from, "id": wamid(run, i), "timestamp": "1749416383", "type": "text",
-                           "text": { "body": "quero marcar um corte amanhã às 14h" } }]
-        }}]}]
-    }))
-    .expect("json")
-}
-
-struct Stats {
-    count: usize,
-    elapsed: Duration,
-    latencies: Vec<Duration>,
-}
-
-impl Stats {
-    fn throughput(&self) -> f64 {
-        self.count as f64 / self.elapsed.as_secs_f64()
-    }
-    fn percentile(&self, p: f64) -> Duration {
-        let mut sorted = self.latencies.clone();
-        sorted.sort();
-        sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
-    }
-    fn ms(d: Duration) -> String {
-        format!("{:.2}", d.as_secs_f64() * 1000.0)
-    }
-}
-
-/// Runs `count` operations from `CONNECTIONS` tasks, each as soon as possible, or paced at
-/// `rate` per second (latency then counts from the scheduled start: no coordinated omission).
-async fn drive<F, Fut>(count: usize, rate: Option<usize>, op: F) -> Stats
-where
-    F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let op = Arc::new(op);
-    let next = Arc::new(AtomicUsize::new(0));
-    let start = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..connections() {
-        let (op, next) = (op.clone(), next.clone());
-        tasks.spawn(async move {
-            let mut latencies = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= count {
-                    return latencies;
-                }
-                let scheduled = match rate {
-                    Some(r) => {
-                        let at = start + Duration::from_secs_f64(i as f64 / r as f64);
-                        tokio::time::sleep_until(at.into()).await;
-                        at
-                    }
-                    None => Instant::now(),
-                };
-                op(i).await;
-                latencies.push(scheduled.elapsed());
-            }
-        });
-    }
-    let mut latencies = Vec::with_capacity(count);
-    while let Some(l) = tasks.join_next().await {
-        latencies.extend(l.expect("task"));
-    }
-    Stats { count, elapsed: start.elapsed(), latencies }
-}
-
-fn rss_kb(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
-}
-
 async fn fresh_store(url: &str) -> Store {
     let store = Store::connect(&DatabaseUrl::new(url), pool_size()).await.expect("connect");
     store.migrate().await.expect("migrate");
@@ -157,7 +79,7 @@ fn inbound(run: &str, i: usize) -> NewInbound {
             username: None,
             profile_name: Some("Cliente".into()),
         },
-        content: InboundContent::Text { body: "quero marcar um corte amanhã às 14h".into() },
+        content: InboundContent::Text { body: BODY.into() },
         context_id: None,
         sent_at: None,
         raw: serde_json::json!({ "id": wamid(run, i) }),
@@ -219,8 +141,8 @@ async fn limit(url: &str, writers: usize) -> Stats {
 struct ServerRun {
     http: Stats,
     paced: Stats,
-    idle_rss_kb: u64,
-    peak_rss_kb: u64,
+    idle_rss_mb: f64,
+    peak_rss_mb: f64,
     batches: BatchSizes,
 }
 
@@ -271,69 +193,37 @@ impl BatchSizes {
 
 async fn run_server(url: &str, settings: &[(&str, String)], run: &str) -> ServerRun {
     fresh_store(url).await.close().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-    let dir = tempfile::tempdir().expect("dir");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_balcao"));
-    command
-        .current_dir(dir.path())
-        .env("DATABASE_URL", url)
-        .env("BALCAO_ADDR", format!("127.0.0.1:{port}"))
-        .env("WHATSAPP_APP_SECRET", SECRET)
-        .env("BALCAO_DEBOUNCE_MS", "600000")
-        .env("BALCAO_DEBOUNCE_MAX_MS", "1200000")
-        .env("BALCAO_DB_MAX_CONNECTIONS", pool_size().to_string())
-        .env("RUST_LOG", "warn")
-        .kill_on_drop(true);
-    for (name, value) in settings {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().expect("start server");
-    let pid = child.id().expect("pid");
-    let base = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder().pool_max_idle_per_host(CONNECTIONS).build().expect("client");
-    for _ in 0..200 {
-        if client.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut settings = settings.to_vec();
+    settings.extend([
+        ("BALCAO_DEBOUNCE_MS", "600000".to_owned()),
+        ("BALCAO_DEBOUNCE_MAX_MS", "1200000".to_owned()),
+        ("BALCAO_DB_MAX_CONNECTIONS", pool_size().to_string()),
+    ]);
+    let server = Server::start(url, &settings).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle_rss_kb = rss_kb(pid, "VmRSS:");
+    let idle_rss_mb = status_mb(server.pid, "VmRSS:");
 
-    let run = run.to_owned();
+    let client = reqwest::Client::builder().pool_max_idle_per_host(CONNECTIONS).build().expect("client");
     let bodies: Arc<Vec<(Vec<u8>, String)>> = Arc::new(
         (0..MESSAGES + RATE_PER_SECOND * RATE_SECONDS)
-            .map(|i| {
-                let body = payload(&run, i);
-                let signature = balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body);
-                (body, signature)
-            })
+            .map(|i| webhook(PHONE_NUMBER_ID, &wa_id(i), &wamid(run, i), BODY))
             .collect(),
     );
-    let post = {
-        let (client, bodies, base) = (client.clone(), bodies.clone(), base.clone());
+    let send = {
+        let (client, bodies, base) = (client.clone(), bodies.clone(), server.base.clone());
         move |i: usize| {
             let (client, bodies, base) = (client.clone(), bodies.clone(), base.clone());
-            async move {
-                let (body, signature) = &bodies[i];
-                let response = client
-                    .post(format!("{base}/webhooks/whatsapp"))
-                    .header("content-type", "application/json")
-                    .header("x-hub-signature-256", signature)
-                    .body(body.clone())
-                    .send()
-                    .await
-                    .expect("post");
-                assert_eq!(response.status(), 200);
-            }
+            async move { post(&client, &base, &bodies[i]).await }
         }
     };
-    let http = drive(MESSAGES, None, post.clone()).await;
-    let paced = drive(RATE_PER_SECOND * RATE_SECONDS, Some(RATE_PER_SECOND), move |i| post(MESSAGES + i)).await;
-    let peak_rss_kb = rss_kb(pid, "VmHWM:");
-    let metrics = client.get(format!("{base}/metrics")).send().await.expect("metrics").text().await.expect("text");
-    child.kill().await.expect("stop server");
-    ServerRun { http, paced, idle_rss_kb, peak_rss_kb, batches: BatchSizes::parse(&metrics) }
+    let http = drive(MESSAGES, connections(), None, send.clone()).await;
+    let paced =
+        drive(RATE_PER_SECOND * RATE_SECONDS, connections(), Some(RATE_PER_SECOND), move |i| send(MESSAGES + i)).await;
+    let peak_rss_mb = status_mb(server.pid, "VmHWM:");
+    let metrics =
+        client.get(format!("{}/metrics", server.base)).send().await.expect("metrics").text().await.expect("text");
+    server.stop().await;
+    ServerRun { http, paced, idle_rss_mb, peak_rss_mb, batches: BatchSizes::parse(&metrics) }
 }
 
 async fn bench_backend(name: &str, writers: usize, make_url: impl Fn(&str) -> String) -> String {
@@ -342,15 +232,13 @@ async fn bench_backend(name: &str, writers: usize, make_url: impl Fn(&str) -> St
     let grouped = run_server(&make_url("grouped"), &[("BALCAO_INTAKE_WRITERS", writers.to_string())], "grouped").await;
     let row = |what: &str, stats: &Stats, vs: String, extra: String| {
         format!(
-            "| {name} | {what} | {:.0} | {} | {} | {vs} | {extra} |\n",
+            "| {name} | {what} | {:.0} | {:.2} | {:.2} | {vs} | {extra} |\n",
             stats.throughput(),
-            Stats::ms(stats.percentile(0.5)),
-            Stats::ms(stats.percentile(0.99)),
+            stats.ms(0.5),
+            stats.ms(0.99),
         )
     };
-    let rss = |run: &ServerRun| {
-        format!("idle {:.1} MB, peak {:.1} MB", run.idle_rss_kb as f64 / 1024.0, run.peak_rss_kb as f64 / 1024.0)
-    };
+    let rss = |run: &ServerRun| format!("idle {:.1} MB, peak {:.1} MB", run.idle_rss_mb, run.peak_rss_mb);
     let of_limit = |stats: &Stats| format!("{:.0}% of limit", stats.throughput() / limit.throughput() * 100.0);
     let mut out = row(
         &format!("limit: rows in batches of {LIMIT_BATCH}, {writers} writer(s)"),

@@ -127,7 +127,7 @@ async fn drain(url: &str, target: i64) -> i64 {
 async fn send(server: &Server, bodies: Vec<(Vec<u8>, String)>) -> f64 {
     let client = reqwest::Client::builder().pool_max_idle_per_host(CONNECTIONS).build().expect("client");
     let (bodies, base) = (Arc::new(bodies), Arc::new(server.base.clone()));
-    let stats = common::drive(bodies.len(), CONNECTIONS, move |i| {
+    let stats = common::drive(bodies.len(), CONNECTIONS, None, move |i| {
         let (client, bodies, base) = (client.clone(), bodies.clone(), base.clone());
         async move { common::post(&client, &base, &bodies[i]).await }
     })

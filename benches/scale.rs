@@ -25,13 +25,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::routing::post;
 use balcao::domain::DatabaseUrl;
 use balcao::store::{CatalogStore, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use common::Server;
-use serde_json::{Value, json};
 
 const INTAKE_MESSAGES: usize = 20_000;
 const CONNECTIONS: usize = 32;
@@ -46,26 +43,6 @@ fn spec() -> TenantSpec {
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tenants/example.toml")).expect("example"),
     )
     .expect("spec")
-}
-
-/// Answers a request without a tool result with a `list_services` call, the rest with text.
-async fn model(Json(body): Json<Value>) -> Json<Value> {
-    let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
-    let answered = last["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-    Json(if answered {
-        json!({ "content": [{ "type": "text", "text": "Temos corte e barba." }], "stop_reason": "end_turn", "usage": {} })
-    } else {
-        json!({ "content": [{ "type": "tool_use", "id": "toolu_1", "name": "list_services", "input": {} }], "stop_reason": "tool_use", "usage": {} })
-    })
-}
-
-async fn fake_model() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, axum::Router::new().route("/v1/messages", post(model))).await;
-    });
-    url
 }
 
 /// CPU counters at one instant: each server, this process, PostgreSQL, the machine.
@@ -204,7 +181,7 @@ async fn intake(admin: &sqlx::PgPool, server: &str, n: usize) -> Phase {
     let before = Cpu::read(&servers);
     let stats = {
         let (client, bases) = (client.clone(), bases.clone());
-        common::drive(INTAKE_MESSAGES, CONNECTIONS, move |i| {
+        common::drive(INTAKE_MESSAGES, CONNECTIONS, None, move |i| {
             let (client, bases, bodies) = (client.clone(), bases.clone(), bodies.clone());
             async move { common::post(&client, &bases[i % bases.len()], &bodies[i]).await }
         })
@@ -255,7 +232,7 @@ async fn turns(admin: &sqlx::PgPool, server: &str, n: usize, model_url: &str) ->
     let sent = Arc::new(AtomicUsize::new(0));
     let sender = {
         let (client, bases, sent) = (client.clone(), bases.clone(), sent.clone());
-        tokio::spawn(common::drive(TURNS, CONNECTIONS, move |i| {
+        tokio::spawn(common::drive(TURNS, CONNECTIONS, None, move |i| {
             let (client, bases, bodies, sent) = (client.clone(), bases.clone(), bodies.clone(), sent.clone());
             async move {
                 common::post(&client, &bases[i % bases.len()], &bodies[i]).await;
@@ -298,7 +275,7 @@ async fn main() {
     };
     let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
     let header = format!("{}; {}", common::machine(), common::postgres_settings(&admin).await);
-    let model_url = fake_model().await;
+    let model_url = common::fake_model().await;
 
     let mut intake_phases = Vec::new();
     for n in 1..=3 {

@@ -15,45 +15,21 @@
 //!
 //! `cargo bench --bench turns`; set `BALCAO_BENCH_POSTGRES_URL` to add PostgreSQL.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::extract::State;
-use axum::routing::post;
 use balcao::app::App;
 use balcao::config::Config;
 use balcao::domain::DatabaseUrl;
 use balcao::store::{OutboxStore, Store, TenantStore};
 use balcao::tenant::TenantSpec;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const TURNS: usize = 400;
 const SECRET: &str = "bench-secret";
-
-/// Answers every other call with a tool call, the rest with text: two model calls per turn.
-async fn model(State(calls): State<Arc<AtomicUsize>>, Json(body): Json<Value>) -> Json<Value> {
-    calls.fetch_add(1, Ordering::Relaxed);
-    let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
-    let answered = last["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-    Json(if answered {
-        json!({ "content": [{ "type": "text", "text": "Temos corte e barba." }], "stop_reason": "end_turn", "usage": {} })
-    } else {
-        json!({ "content": [{ "type": "tool_use", "id": "toolu_1", "name": "list_services", "input": {} }], "stop_reason": "tool_use", "usage": {} })
-    })
-}
-
-async fn fake_model() -> String {
-    let app = axum::Router::new().route("/v1/messages", post(model)).with_state(Arc::new(AtomicUsize::new(0)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    url
-}
 
 async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
     let store = Store::connect(&DatabaseUrl::new(url), 16).await.expect("connect");
@@ -166,7 +142,7 @@ async fn commits(store: &Store, url: &str) -> u64 {
 
 #[tokio::main]
 async fn main() {
-    let model_url = fake_model().await;
+    let model_url = common::fake_model().await;
     let mut table = String::from(
         "| backend | workers | turns | turns/s | ms per turn (wall) | commits per turn |\n|---|---|---|---|---|---|\n",
     );

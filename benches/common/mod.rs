@@ -1,5 +1,6 @@
-//! Helpers shared by the `scale` and `memory` benches: the real `balcao` binary as a child
-//! process, signed webhooks, a load driver, `/proc` readings and throwaway PostgreSQL databases.
+//! Helpers shared by the benches that drive the server over HTTP: the real `balcao` binary as a child
+//! process, signed webhooks, a load driver, a loopback model, `/proc` readings and throwaway
+//! PostgreSQL databases.
 //!
 //! Each bench includes this file with `#[path]` and uses a subset, hence `dead_code` allowed.
 #![allow(dead_code)]
@@ -111,8 +112,10 @@ impl Stats {
     }
 }
 
-/// Runs `op(0..count)` from `connections` tasks, each operation as soon as the last one ended.
-pub async fn drive<F, Fut>(count: usize, connections: usize, op: F) -> Stats
+/// Runs `op(0..count)` from `connections` tasks, each operation as soon as the last one ended,
+/// or paced at `rate` per second; a paced operation's latency counts from its scheduled start,
+/// so a stalled server cannot hide queueing (no coordinated omission).
+pub async fn drive<F, Fut>(count: usize, connections: usize, rate: Option<usize>, op: F) -> Stats
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -130,9 +133,16 @@ where
                 if i >= count {
                     return latencies;
                 }
-                let began = Instant::now();
+                let scheduled = match rate {
+                    Some(r) => {
+                        let at = start + Duration::from_secs_f64(i as f64 / r as f64);
+                        tokio::time::sleep_until(at.into()).await;
+                        at
+                    }
+                    None => Instant::now(),
+                };
                 op(i).await;
-                latencies.push(began.elapsed());
+                latencies.push(scheduled.elapsed());
             }
         });
     }
@@ -141,6 +151,29 @@ where
         latencies.extend(l.expect("task"));
     }
     Stats { count, elapsed: start.elapsed(), latencies }
+}
+
+/// A zero-latency loopback Anthropic model: a request without a tool result gets a
+/// `list_services` call, the rest a text answer (two model calls per turn). Returns its URL.
+pub async fn fake_model() -> String {
+    use axum::Json;
+    use serde_json::{Value, json};
+    async fn model(Json(body): Json<Value>) -> Json<Value> {
+        let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or(Value::Null);
+        let answered = last["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+        Json(if answered {
+            json!({ "content": [{ "type": "text", "text": "Temos corte e barba." }], "stop_reason": "end_turn", "usage": {} })
+        } else {
+            json!({ "content": [{ "type": "tool_use", "id": "toolu_1", "name": "list_services", "input": {} }], "stop_reason": "tool_use", "usage": {} })
+        })
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let app = axum::Router::new().route("/v1/messages", axum::routing::post(model));
+        let _ = axum::serve(listener, app).await;
+    });
+    url
 }
 
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`), in MB.
