@@ -64,6 +64,14 @@ async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &
     let now = store.db_time(Utc::now());
     let tenant_id = TenantId(event.tenant_id);
     let Some(charge) = store.charge_by_ref(tenant_id, &event.ref_kind, &event.charge_ref).await? else {
+        // A notification can beat the charge it is about: the provider created the payment but
+        // its response is late or lost, and our create is being retried (which finds it). Look
+        // again a few times, sooner than the poller would, before calling it unmatched.
+        if event.attempts + 1 < MAX_ATTEMPTS {
+            let later = now + TimeDelta::seconds(1 << event.attempts.clamp(0, 5));
+            store.retry_payment_event(event.id, "no such charge (yet)", later).await?;
+            return Ok(());
+        }
         tracing::warn!(tenant = %tenant_id, provider = %event.provider, event = %event.event_id, "payment notification for an unknown charge");
         store.finish_payment_event(event.id, "unmatched", None, Some("no such charge"), now).await?;
         return Ok(());

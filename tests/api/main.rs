@@ -11,6 +11,7 @@ mod actions_model;
 mod agent;
 mod booking;
 mod brcode;
+mod chaos;
 mod chat;
 mod cli;
 mod concurrency;

@@ -1,0 +1,149 @@
+//! The server processes under test: `balcao` servers on fixed loopback ports, each a child
+//! process that can be killed (SIGKILL), frozen (SIGSTOP/SIGCONT), stopped gracefully (SIGTERM)
+//! and started again on the same port, so Meta's retries find it back.
+//!
+//! Each server is this binary run as `chaos __serve`, which runs the same `App` as
+//! `balcao serve` from the same environment variables: `cargo run --bin chaos` builds only the
+//! `chaos` binary, so a sibling `balcao` binary could be missing or stale.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+
+struct Slot {
+    port: u16,
+    child: Option<Child>,
+}
+
+pub struct Cluster {
+    slots: Vec<Mutex<Slot>>,
+    env: Vec<(String, String)>,
+    dir: PathBuf,
+    http: reqwest::Client,
+}
+
+impl Cluster {
+    /// Starts `n` servers with `env` and waits until each is ready.
+    pub async fn start(n: usize, env: Vec<(String, String)>, dir: PathBuf) -> anyhow::Result<Self> {
+        let mut slots = Vec::new();
+        for _ in 0..n {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            slots.push(Mutex::new(Slot { port, child: None }));
+        }
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?;
+        let cluster = Self { slots, env, dir, http };
+        for i in 0..n {
+            cluster.restart(i).await?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub async fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.slots[i].lock().await.port)
+    }
+
+    /// Starts server `i` (if it is not running) and waits until it answers `/readyz`.
+    pub async fn restart(&self, i: usize) -> anyhow::Result<()> {
+        let mut slot = self.slots[i].lock().await;
+        if let Some(child) = slot.child.as_mut()
+            && child.try_wait()?.is_none()
+        {
+            return Ok(());
+        }
+        for _attempt in 0..20 {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(format!("server-{i}.log")))
+                .context("server log")?;
+            let mut command = Command::new(std::env::current_exe()?);
+            command
+                .arg("__serve")
+                .current_dir(&self.dir)
+                .env("BALCAO_ADDR", format!("127.0.0.1:{}", slot.port))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .kill_on_drop(true);
+            for (name, value) in &self.env {
+                command.env(name, value);
+            }
+            let mut child = command.spawn().context("start a server")?;
+            let url = format!("http://127.0.0.1:{}/readyz", slot.port);
+            for _ in 0..400 {
+                if child.try_wait()?.is_some() {
+                    break;
+                }
+                if self.http.get(&url).send().await.is_ok_and(|r| r.status().is_success()) {
+                    slot.child = Some(child);
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            // It exited (its port was still held, say) or never became ready: try again.
+            let _ = child.kill().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        bail!("server {i} did not start; see {}", self.dir.join(format!("server-{i}.log")).display())
+    }
+
+    /// SIGKILL: no shutdown, no flush, leases left to expire.
+    pub async fn kill(&self, i: usize) {
+        let mut slot = self.slots[i].lock().await;
+        if let Some(mut child) = slot.child.take() {
+            let _ = child.kill().await;
+        }
+    }
+
+    /// SIGSTOP (`frozen`) or SIGCONT: the process keeps its sockets and leases but does nothing.
+    pub async fn freeze(&self, i: usize, frozen: bool) {
+        self.signal(i, if frozen { "STOP" } else { "CONT" }).await;
+    }
+
+    /// SIGTERM and wait for the graceful exit (SIGKILL after `grace`).
+    pub async fn terminate(&self, i: usize, grace: Duration) {
+        self.signal(i, "TERM").await;
+        let mut slot = self.slots[i].lock().await;
+        if let Some(mut child) = slot.child.take()
+            && tokio::time::timeout(grace, child.wait()).await.is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
+
+    async fn signal(&self, i: usize, name: &str) {
+        let pid = self.slots[i].lock().await.child.as_ref().and_then(Child::id);
+        if let Some(pid) = pid {
+            let _ = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().await;
+        }
+    }
+
+    pub async fn shutdown(&self) {
+        for i in 0..self.len() {
+            self.freeze(i, false).await;
+            self.kill(i).await;
+        }
+    }
+}
+
+/// Runs this process as a server (`chaos __serve`): what `balcao serve` does outside local mode.
+pub async fn serve() -> anyhow::Result<()> {
+    let config = balcao::config::Config::from_env()?;
+    balcao::telemetry::init(config.log_format);
+    let store = balcao::store::Store::connect(&config.database_url, config.db_max_connections).await?;
+    store.migrate().await?;
+    let app = balcao::app::App::build(config, store).await?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    app.run_until_stopped(async move {
+        terminate.recv().await;
+    })
+    .await
+}

@@ -1,0 +1,39 @@
+//! The campaign's own view of the database: plain reads of the tables the invariants are
+//! stated on, on either backend (one SQL text; `$n` parameters work on both).
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use std::str::FromStr;
+
+pub enum Db {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to whichever pool `$db` holds.
+macro_rules! on {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match $db {
+            $crate::db::Db::Sqlite($pool) => $body,
+            $crate::db::Db::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on;
+
+impl Db {
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        Ok(if url.starts_with("postgres") {
+            Db::Postgres(PgPoolOptions::new().max_connections(4).connect(url).await?)
+        } else {
+            Db::Sqlite(
+                SqlitePoolOptions::new().max_connections(4).connect_with(SqliteConnectOptions::from_str(url)?).await?,
+            )
+        })
+    }
+
+    /// One count, for a tenant.
+    pub async fn count(&self, sql: &str, tenant: i64) -> anyhow::Result<i64> {
+        Ok(on!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant).fetch_one(pool).await?))
+    }
+}

@@ -1,0 +1,64 @@
+//! The faults a campaign injects, counted by kind for the report.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    /// The same webhook delivered again at once, to another process, concurrently.
+    DuplicateDelivery,
+    /// A webhook delivered again at the end of the run, after later ones (out of order).
+    LateRedelivery,
+    /// Identical or equivalent `tool_use` blocks in one model response.
+    DuplicateToolUse,
+    /// The customer asks again in a later turn and the model repeats the call.
+    ModelForgets,
+    /// A 429, 529 or 500 from the model.
+    ModelError,
+    /// Two or three clicks on one button, at once.
+    DoubleClick,
+    /// A click on a button whose action was already decided.
+    StaleClick,
+    /// A typed confirmation racing the button.
+    TypedConfirmRace,
+    /// SIGKILL of a server process, restarted on the same port.
+    Kill,
+    /// SIGSTOP of a server process past its leases, then SIGCONT.
+    Stop,
+    /// SIGTERM of every process in turn, each started again (a rolling restart).
+    RollingRestart,
+    /// 429 or 5xx from the Graph API.
+    GraphError,
+    /// The Graph API accepted a message and the response never came.
+    GraphLostResponse,
+    /// A status webhook delivered twice.
+    DuplicateStatus,
+    /// The Pix provider answered 5xx without acting.
+    ProviderError,
+    /// The Pix provider created the charge and the response never came.
+    ProviderTimeoutAfterCommit,
+    /// A payment notification delivered several times at once.
+    DuplicateNotification,
+    /// A payment notification sent while the charge's own creation was still unanswered.
+    EarlyNotification,
+    /// `pg_terminate_backend` on the servers' connections.
+    ConnectionsKilled,
+}
+
+/// Counts shared by the run and the fakes.
+#[derive(Debug, Clone, Default)]
+pub struct Faults(Arc<Mutex<BTreeMap<Fault, u64>>>);
+
+impl Faults {
+    pub fn add(&self, fault: Fault) {
+        *self.lock().entry(fault).or_default() += 1;
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<Fault, u64> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Fault, u64>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

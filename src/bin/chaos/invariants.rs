@@ -1,0 +1,171 @@
+//! After a run has settled: the claims, checked from the database and from the fakes' own
+//! records. Each broken one is a line in the run's violations.
+//!
+//! - every acknowledged inbound message is stored once and belongs to a turn that completed,
+//!   or is dead with a reason;
+//! - at most one appointment per customer, professional and start, and no two active ones
+//!   overlap for a professional;
+//! - at most one charge per confirmed action here, and at most one payment per charge at the
+//!   provider, each recorded here;
+//! - a charge paid at the provider is paid here, and announced exactly once to each party;
+//! - no message accepted twice by the Graph API for one outbox key, and none recorded as sent
+//!   that Meta never accepted;
+//! - every ledger row terminal (no call left running or with an unknown outcome);
+//! - every model request had a well-formed history (the model fake's own check).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::db::on;
+use crate::run::{Cast, Ctx};
+
+/// Waits until the tenant has no work left: no runnable or running job, no unsettled outbox
+/// row, no payment notification to process, no ledger call in flight. `Some(what)` if it did
+/// not within `timeout`.
+pub async fn settle(ctx: &Ctx, cast: &Cast, timeout: Duration) -> anyhow::Result<Option<String>> {
+    let checks = [
+        ("jobs", "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('completed', 'dead')"),
+        (
+            "outbox rows",
+            "SELECT COUNT(*) FROM outbound_messages WHERE tenant_id = $1 AND status IN ('pending', 'sending', 'unknown')",
+        ),
+        ("payment events", "SELECT COUNT(*) FROM payment_events WHERE tenant_id = $1 AND processed_at IS NULL"),
+        (
+            "ledger calls",
+            "SELECT COUNT(*) FROM agent_tool_executions WHERE tenant_id = $1 AND status IN ('running', 'outcome_unknown')",
+        ),
+    ];
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let mut busy = Vec::new();
+        for (what, sql) in checks {
+            let n = ctx.db.count(sql, cast.tenant).await?;
+            if n > 0 {
+                busy.push(format!("{n} {what}"));
+            }
+        }
+        if busy.is_empty() {
+            return Ok(None);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Ok(Some(format!("not settled after {timeout:?}: {}", busy.join(", "))));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn check(ctx: &Ctx, cast: &Cast, acked: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut violations = Vec::new();
+    inbound(ctx, cast, acked, &mut violations).await?;
+    appointments(ctx, cast, &mut violations).await?;
+    charges(ctx, cast, &mut violations).await?;
+    sends(ctx, cast, &mut violations).await?;
+    violations.extend(ctx.model.take_violations());
+    Ok(violations)
+}
+
+async fn inbound(ctx: &Ctx, cast: &Cast, acked: &[String], out: &mut Vec<String>) -> anyhow::Result<()> {
+    let sql = "SELECT i.provider_message_id, j.state, j.last_error FROM inbound_messages i \
+               LEFT JOIN jobs j ON j.id = i.turn_id AND j.tenant_id = i.tenant_id WHERE i.tenant_id = $1";
+    let rows: Vec<(String, Option<String>, Option<String>)> =
+        on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
+    let stored: HashMap<&str, (Option<&str>, Option<&str>)> =
+        rows.iter().map(|(id, state, error)| (id.as_str(), (state.as_deref(), error.as_deref()))).collect();
+    if stored.len() != rows.len() {
+        out.push(format!("an inbound message stored twice ({} rows, {} ids)", rows.len(), stored.len()));
+    }
+    for id in acked {
+        match stored.get(id.as_str()) {
+            None => out.push(format!("acknowledged message {id} is not stored")),
+            Some((Some("completed"), _)) | Some((Some("dead"), Some(_))) => {}
+            Some((state, _)) => out.push(format!("message {id} belongs to no finished turn (job state {state:?})")),
+        }
+    }
+    Ok(())
+}
+
+async fn appointments(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
+    let sql =
+        "SELECT id, contact_id, professional_id, starts_at, ends_at, status FROM appointments WHERE tenant_id = $1";
+    type Row = (i64, i64, i64, DateTime<Utc>, DateTime<Utc>, String);
+    let rows: Vec<Row> = on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
+    let mut keys = HashMap::new();
+    for (id, contact, professional, starts, _, _) in &rows {
+        if let Some(other) = keys.insert((contact, professional, starts), id) {
+            out.push(format!("appointments {other} and {id}: one customer booked twice at {starts}"));
+        }
+    }
+    let active: Vec<&Row> = rows.iter().filter(|r| matches!(r.5.as_str(), "held" | "confirmed")).collect();
+    for (i, a) in active.iter().enumerate() {
+        for b in &active[i + 1..] {
+            if a.2 == b.2 && a.3 < b.4 && b.3 < a.4 {
+                out.push(format!("appointments {} and {} overlap for professional {}", a.0, b.0, a.2));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
+    let sql = "SELECT id, action_id, provider_ref, status, customer_phone FROM charges WHERE tenant_id = $1";
+    /// Id, action, provider reference, status, customer phone.
+    type Row = (i64, Option<String>, Option<String>, String, String);
+    let rows: Vec<Row> = on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
+    let mut per_action = HashMap::new();
+    for (id, action, ..) in &rows {
+        if let Some(action) = action
+            && let Some(other) = per_action.insert(action, id)
+        {
+            out.push(format!("charges {other} and {id} for one action {action}"));
+        }
+    }
+    let description = format!("Servico{}", cast.index);
+    let payments: Vec<serde_json::Value> =
+        ctx.asaas.payments().into_iter().filter(|p| p["description"] == description.as_str()).collect();
+    if payments.len() > 1 {
+        out.push(format!("{} payments at the provider for one proposed charge", payments.len()));
+    }
+    let sent = ctx.graph.sent(&cast.number);
+    let told = |to: &str, needle: &str| sent.iter().filter(|s| s.to == to && s.text().contains(needle)).count();
+    for payment in &payments {
+        let id = payment["id"].as_str().unwrap_or_default();
+        let Some((charge, _, _, status, phone)) = rows.iter().find(|r| r.2.as_deref() == Some(id)) else {
+            out.push(format!("payment {id} at the provider is recorded by no charge"));
+            continue;
+        };
+        if payment["status"] == "RECEIVED" {
+            let customer = phone.trim_start_matches('+');
+            match (status.as_str(), told(customer, "Recebemos seu pagamento"), told(&cast.staff, "Cobrança paga")) {
+                ("paid", 1, 1) => {}
+                (status, to_customer, to_staff) => out.push(format!(
+                    "charge {charge} paid at the provider: {status} here, announced {to_customer}× to the customer \
+                     and {to_staff}× to the merchant"
+                )),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn sends(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
+    let sent = ctx.graph.sent(&cast.number);
+    let mut per_key: HashMap<&str, usize> = HashMap::new();
+    for key in sent.iter().filter_map(|s| s.key.as_deref()) {
+        *per_key.entry(key).or_default() += 1;
+    }
+    for (key, n) in &per_key {
+        if *n > 1 {
+            out.push(format!("message {key} accepted {n}× by the Graph API"));
+        }
+    }
+    let sql = "SELECT idempotency_key FROM outbound_messages WHERE tenant_id = $1 AND status IN ('sent', 'delivered', 'read')";
+    let recorded: Vec<String> = on!(&ctx.db, pool => sqlx::query_scalar(sql).bind(cast.tenant).fetch_all(pool).await?);
+    for key in recorded {
+        if !per_key.contains_key(key.as_str()) {
+            out.push(format!("message {key} recorded as sent, never accepted by the Graph API"));
+        }
+    }
+    Ok(())
+}
