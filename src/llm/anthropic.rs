@@ -141,7 +141,10 @@ fn message_json(m: &ChatMessage) -> Value {
     json!({ "role": role, "content": content })
 }
 
-fn parse(text: &str, request_id: Option<String>) -> Result<ModelResponse, ModelError> {
+/// Reads a `2xx` answer of the Anthropic Messages API as the client does: its blocks (each tool
+/// call with its input, or why the input is unusable), stop reason, usage and the raw message
+/// kept for history. Public for the fuzz targets; never panics.
+pub fn parse(text: &str, request_id: Option<String>) -> Result<ModelResponse, ModelError> {
     let v: Value = serde_json::from_str(text).map_err(|e| ModelError::Malformed(e.to_string()))?;
     let content =
         v.get("content").and_then(Value::as_array).ok_or_else(|| ModelError::Malformed("no content array".into()))?;

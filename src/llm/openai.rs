@@ -161,7 +161,10 @@ fn message_json(m: &ChatMessage) -> Vec<Value> {
     out
 }
 
-fn parse(text: &str, request_id: Option<String>) -> Result<ModelResponse, ModelError> {
+/// Reads a `2xx` answer of the OpenAI Chat Completions as the client does: its blocks (each tool
+/// call with its input, or why the input is unusable), stop reason, usage and the raw message
+/// kept for history. Public for the fuzz targets; never panics.
+pub fn parse(text: &str, request_id: Option<String>) -> Result<ModelResponse, ModelError> {
     let v: Value = serde_json::from_str(text).map_err(|e| ModelError::Malformed(e.to_string()))?;
     let choice = v.pointer("/choices/0").ok_or_else(|| ModelError::Malformed("no choices".into()))?;
     let message = choice.get("message").cloned().ok_or_else(|| ModelError::Malformed("no message".into()))?;

@@ -255,9 +255,18 @@ fn payment_state(payment: &Payment) -> Result<PaymentState, GatewayError> {
     }
 }
 
+/// Reads an Asaas answer to a payment lookup (`GET /v3/payments/{id}`) as the gateway does:
+/// the payment's state, or the error the answer stands for. Public for the fuzz targets;
+/// never panics.
+pub fn read_payment(status: reqwest::StatusCode, body: &[u8]) -> Result<PaymentState, GatewayError> {
+    let payment: Payment = http::read_json(PROVIDER, status, body, readable_error)?;
+    payment_state(&payment)
+}
+
 /// The events of a notification whose token was checked: one per payment event, none for the
-/// rest (Asaas sends account, transfer and other events to the same URL).
-fn read_event(body: &[u8]) -> Result<Vec<Notification>, NotificationError> {
+/// rest (Asaas sends account, transfer and other events to the same URL). Public for the fuzz
+/// targets; never panics.
+pub fn read_event(body: &[u8]) -> Result<Vec<Notification>, NotificationError> {
     let event: Event = serde_json::from_slice(body).map_err(|e| NotificationError::Malformed(e.to_string()))?;
     if event.id.trim().is_empty() {
         return Err(NotificationError::Malformed("the event has an empty id".into()));

@@ -27,6 +27,9 @@ mod api;
 mod notifications;
 mod oauth;
 
+pub use notifications::read_callback;
+pub use oauth::read_token_answer;
+
 use std::fmt;
 use std::time::Duration;
 
@@ -189,11 +192,7 @@ impl BacenGateway {
     /// `GET /cob/{txid}`: the charge, or `None` when the provider has none (`404`).
     async fn get_cob(&self, txid: &Txid) -> Result<Option<Cob>, GatewayError> {
         let reply = self.call(Method::GET, &format!("/cob/{txid}"), None).await?;
-        match reply.status {
-            StatusCode::OK => api::parse_cob(&reply.body).map(Some),
-            StatusCode::NOT_FOUND => Ok(None),
-            status => Err(api::status_error(status, &reply.body)),
-        }
+        cob_reply(reply.status, &reply.body)
     }
 
     /// The charge as the caller records it: its code (from the `cob`, or from its location
@@ -216,6 +215,32 @@ impl BacenGateway {
         let expires_at = cob.expires_at().unwrap_or(req.expires_at);
         Ok(CreatedCharge { provider_ref: Some(txid.as_str().to_owned()), txid, copia_e_cola, expires_at })
     }
+}
+
+/// The charge in an answer to `GET /cob/{txid}`, `None` for `404`.
+fn cob_reply(status: StatusCode, body: &[u8]) -> Result<Option<Cob>, GatewayError> {
+    match status {
+        StatusCode::OK => api::parse_cob(body).map(Some),
+        StatusCode::NOT_FOUND => Ok(None),
+        status => Err(api::status_error(status, body)),
+    }
+}
+
+/// Reads an answer to `GET /cob/{txid}` as the gateway does: the charge's payment state at
+/// `now` (`None` when the provider has no such charge), after checking it against `txid` and
+/// `amount` and reading its code, location and expiry. Public for the fuzz targets; never
+/// panics.
+pub fn read_cob(
+    status: StatusCode,
+    body: &[u8],
+    txid: &Txid,
+    amount: crate::domain::Cents,
+    now: chrono::DateTime<Utc>,
+) -> Result<Option<PaymentState>, GatewayError> {
+    let Some(cob) = cob_reply(status, body)? else { return Ok(None) };
+    cob.check_matches(txid, amount)?;
+    let _ = (cob.copia_e_cola(), cob.loc_id(), cob.expires_at());
+    cob.payment_state(now).map(Some)
 }
 
 #[async_trait::async_trait]

@@ -67,13 +67,23 @@ pub async fn send_json<T: DeserializeOwned>(
     let response = request.send().await.map_err(|e| transport(provider, &e))?;
     let status = response.status();
     let body = response.bytes().await.map_err(|e| transport(provider, &e))?;
+    read_json(provider, status, &body, readable)
+}
+
+/// A complete answer read as [`send_json`] does: `T` from a `2xx`, else the classified error.
+pub fn read_json<T: DeserializeOwned>(
+    provider: &str,
+    status: StatusCode,
+    body: &[u8],
+    readable: fn(&Value) -> Option<String>,
+) -> Result<T, GatewayError> {
     if status.is_success() {
-        return serde_json::from_slice(&body).map_err(|e| {
+        return serde_json::from_slice(body).map_err(|e| {
             GatewayError::Unknown(format!("{provider} answered HTTP {status} but the body is unreadable: {e}"))
         });
     }
-    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let message = readable(&parsed).unwrap_or_else(|| raw_text(&body));
+    let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let message = readable(&parsed).unwrap_or_else(|| raw_text(body));
     Err(classify(provider, status, message))
 }
 

@@ -200,16 +200,26 @@ impl GraphClient {
             .bytes()
             .await
             .map_err(|e| SendError::Unknown { reason: format!("response body lost after HTTP {status}: {e}") })?;
-        if status.is_success() {
-            let parsed: SendResponse = serde_json::from_slice(&body).map_err(|e| SendError::Unknown {
-                reason: format!("accepted (HTTP {status}) but the response is unreadable: {e}"),
-            })?;
-            return parsed.messages.into_iter().next().map(|m| m.id).ok_or_else(|| SendError::Unknown {
-                reason: "accepted but the response has no message id".to_owned(),
-            });
-        }
-        Err(classify_error(status, &body, retry_after))
+        read_send_answer(status, &body, retry_after)
     }
+}
+
+/// Reads the Graph API's answer to a message send as the client does: the new message's id,
+/// or the failure classified (retry, unknown, permanent). Public for the fuzz targets; never
+/// panics.
+pub fn read_send_answer(status: StatusCode, body: &[u8], retry_after: Option<Duration>) -> Result<String, SendError> {
+    if status.is_success() {
+        let parsed: SendResponse = serde_json::from_slice(body).map_err(|e| SendError::Unknown {
+            reason: format!("accepted (HTTP {status}) but the response is unreadable: {e}"),
+        })?;
+        return parsed
+            .messages
+            .into_iter()
+            .next()
+            .map(|m| m.id)
+            .ok_or_else(|| SendError::Unknown { reason: "accepted but the response has no message id".to_owned() });
+    }
+    Err(classify_error(status, body, retry_after))
 }
 
 fn classify_transport(e: reqwest::Error) -> SendError {

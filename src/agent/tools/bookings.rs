@@ -189,7 +189,7 @@ pub struct ListMyBookings {
     pub store: Store,
 }
 
-static LIST_MY_BOOKINGS: ToolSpec = ToolSpec {
+pub(super) static LIST_MY_BOOKINGS: ToolSpec = ToolSpec {
     name: "list_my_bookings",
     description: "The customer's upcoming appointments (booking_id, service, professional, start in the business's time zone).",
     effect: Effect::Read,
@@ -217,7 +217,7 @@ pub struct CreateBooking {
     pub store: Store,
 }
 
-static CREATE_BOOKING: ToolSpec = ToolSpec {
+pub(super) static CREATE_BOOKING: ToolSpec = ToolSpec {
     name: "create_booking",
     description: "Books the customer for a service with a professional at a start time returned by check_availability.",
     effect: Effect::Write {
@@ -267,7 +267,7 @@ pub struct CancelBooking {
     pub proposer: Proposer,
 }
 
-static CANCEL_BOOKING: ToolSpec = ToolSpec {
+pub(super) static CANCEL_BOOKING: ToolSpec = ToolSpec {
     name: "cancel_booking",
     description: "Asks the customer to confirm cancelling one of their upcoming bookings: sends Confirmar/Cancelar \
                   buttons and returns awaiting_confirmation. Nothing is cancelled until the customer taps Confirmar \
@@ -345,7 +345,7 @@ pub struct RescheduleBooking {
     pub store: Store,
 }
 
-static RESCHEDULE_BOOKING: ToolSpec = ToolSpec {
+pub(super) static RESCHEDULE_BOOKING: ToolSpec = ToolSpec {
     name: "reschedule_booking",
     description: "Moves one of the customer's upcoming bookings to a new start returned by check_availability (same service and professional).",
     effect: Effect::Write {
@@ -428,7 +428,7 @@ pub struct ProposeBooking {
     pub proposer: Proposer,
 }
 
-static PROPOSE_BOOKING: ToolSpec = ToolSpec {
+pub(super) static PROPOSE_BOOKING: ToolSpec = ToolSpec {
     name: "propose_booking",
     description: "Offers the customer Confirmar/Cancelar buttons for a booking.",
     effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "This booking was already offered in this turn." },

@@ -16,7 +16,7 @@ pub struct ListServices {
     pub store: Store,
 }
 
-static LIST_SERVICES: ToolSpec = ToolSpec {
+pub(super) static LIST_SERVICES: ToolSpec = ToolSpec {
     name: "list_services",
     description: "Lists the services the business offers (id, name, duration, price in BRL, and the deposit paid by Pix to confirm a booking, if any) and the professionals who perform each.",
     effect: Effect::Read,
@@ -60,7 +60,7 @@ pub struct CheckAvailability {
     pub store: Store,
 }
 
-static CHECK_AVAILABILITY: ToolSpec = ToolSpec {
+pub(super) static CHECK_AVAILABILITY: ToolSpec = ToolSpec {
     name: "check_availability",
     description: "Free start times for a service on a date (YYYY-MM-DD in the business's time zone), for one professional or any. Only offer times this returns.",
     effect: Effect::Read,

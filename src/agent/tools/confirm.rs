@@ -14,7 +14,7 @@ pub struct ConfirmAction {
     pub clicks: Arc<ClickHandler>,
 }
 
-static CONFIRM_ACTION: ToolSpec = ToolSpec {
+pub(super) static CONFIRM_ACTION: ToolSpec = ToolSpec {
     name: "confirm_action",
     description: "Confirms a pending action (from cancel_booking) when the customer clearly said yes in text, \
                   like 'pode cancelar'. Use the action_id the proposal returned. Charges cannot be confirmed \

@@ -124,7 +124,7 @@ pub struct ListCharges {
     pub store: Store,
 }
 
-static LIST_CHARGES: ToolSpec = ToolSpec {
+pub(super) static LIST_CHARGES: ToolSpec = ToolSpec {
     name: "list_charges",
     description: "The business's Pix charges of the last 30 days, newest first, optionally of one status \
                   (pending, paid, expired, cancelled, refund_due: a deposit paid too late, to give back).",
@@ -166,7 +166,7 @@ pub struct Agenda {
     pub store: Store,
 }
 
-static AGENDA: ToolSpec = ToolSpec {
+pub(super) static AGENDA: ToolSpec = ToolSpec {
     name: "agenda",
     description: "The business's appointments on one day (in its time zone), with customer, service and professional.",
     effect: Effect::Read,

@@ -23,7 +23,7 @@ pub(crate) use merchant::{agenda_of, check_charge};
 
 use crate::actions::{ClickHandler, Proposer};
 use crate::booking::{Appointment, Professional, Service};
-use crate::ledger::{Tool, ToolFailure};
+use crate::ledger::{Tool, ToolFailure, ToolSpec};
 use crate::store::{Store, StoreError};
 
 /// Every tool, in the order the model sees them.
@@ -47,6 +47,24 @@ pub fn merchant_tools(store: &Store, proposer: &Proposer, clicks: &Arc<ClickHand
         Arc::new(ProposeCharge { proposer: proposer.clone() }),
         // For a charge it only sends the buttons again: no text moves money.
         Arc::new(ConfirmAction { clicks: clicks.clone() }),
+    ]
+}
+
+/// Every tool's input contract: the specs a model's (or the guided agent's) tool input is
+/// checked and normalized against. Public for the fuzz targets.
+pub fn tool_specs() -> [&'static ToolSpec; 11] {
+    [
+        &catalog::LIST_SERVICES,
+        &catalog::CHECK_AVAILABILITY,
+        &bookings::LIST_MY_BOOKINGS,
+        &bookings::CREATE_BOOKING,
+        &bookings::CANCEL_BOOKING,
+        &bookings::RESCHEDULE_BOOKING,
+        &bookings::PROPOSE_BOOKING,
+        &confirm::CONFIRM_ACTION,
+        &merchant::LIST_CHARGES,
+        &merchant::AGENDA,
+        &merchant::PROPOSE_CHARGE,
     ]
 }
 

@@ -35,8 +35,13 @@ pub(super) fn read(
     if !bool::from(given.as_bytes().ct_eq(expected.expose().as_bytes())) {
         return Err(NotificationError::Unauthenticated);
     }
-    let callback: Callback =
-        serde_json::from_slice(request.body).map_err(|e| NotificationError::Malformed(e.to_string()))?;
+    read_callback(request.body)
+}
+
+/// The events of a callback body already authenticated: one per received Pix with a txid.
+/// Public (as `bacen::read_callback`) for the fuzz targets; never panics.
+pub fn read_callback(body: &[u8]) -> Result<Vec<Notification>, NotificationError> {
+    let callback: Callback = serde_json::from_slice(body).map_err(|e| NotificationError::Malformed(e.to_string()))?;
     Ok(callback
         .pix
         .into_iter()

@@ -4,7 +4,8 @@
 //! - One token at a time per gateway. The lock is held while a token is fetched, so callers
 //!   that find it missing or stale wait for that one fetch instead of each fetching their own.
 //! - A token is used until [`usable_for`] of its `expires_in` has passed (a minute's margin,
-//!   or half its life for short-lived tokens), measured from when it was asked for.
+//!   or half its life for short-lived tokens), measured from when it was asked for; a
+//!   lifetime over a day counts as a day.
 //! - [`OAuth::renew`] replaces the token only if it is still the one the API refused: after
 //!   a burst of `401`s, one caller renews and the others take its token.
 //! - The request is HTTP Basic `client_id:client_secret` with the body Efí documents, JSON
@@ -28,6 +29,9 @@ use crate::pix::gateway::GatewayError;
 const EXPIRY_MARGIN: Duration = Duration::from_secs(60);
 /// RFC 6749 only recommends `expires_in`; without it, assume a short life.
 const DEFAULT_EXPIRES_IN: Duration = Duration::from_secs(300);
+/// The longest lifetime believed: a day. A larger `expires_in` (up to `u64::MAX` seconds) would
+/// overflow the renewal instant; renewing daily costs one token request.
+const MAX_EXPIRES_IN: Duration = Duration::from_secs(24 * 60 * 60);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Encoding {
@@ -147,8 +151,7 @@ impl OAuth {
         if !status.is_success() {
             return Ok(Attempt::Refused(status, body));
         }
-        let (value, expires_in) = parse_token(&body)?;
-        Ok(Attempt::Issued(Token { value, renew_at: asked_at + usable_for(expires_in) }))
+        Ok(Attempt::Issued(issued(&body, asked_at)?))
     }
 
     fn refused(&self, status: StatusCode, text: String) -> GatewayError {
@@ -182,9 +185,23 @@ fn parse_token(body: &[u8]) -> Result<(Secret, Option<Duration>), GatewayError> 
     Ok((Secret::new(parsed.access_token), expires_in.map(Duration::from_secs)))
 }
 
-/// How long a token that lives `expires_in` is used before renewing it.
+/// The token a `2xx` answer to a request made at `asked_at` issues, with its renewal time.
+fn issued(body: &[u8], asked_at: Instant) -> Result<Token, GatewayError> {
+    let (value, expires_in) = parse_token(body)?;
+    Ok(Token { value, renew_at: asked_at + usable_for(expires_in) })
+}
+
+/// Reads a token endpoint's `2xx` answer as the gateway does: how long from now the token it
+/// issues would be used before renewing it. Public for the fuzz targets; never panics.
+pub fn read_token_answer(body: &[u8]) -> Result<Duration, GatewayError> {
+    let now = Instant::now();
+    issued(body, now).map(|token| token.renew_at - now)
+}
+
+/// How long a token that lives `expires_in` is used before renewing it. A lifetime is capped
+/// at [`MAX_EXPIRES_IN`]: whatever the provider announces, the renewal time stays a time.
 fn usable_for(expires_in: Option<Duration>) -> Duration {
-    let life = expires_in.unwrap_or(DEFAULT_EXPIRES_IN);
+    let life = expires_in.unwrap_or(DEFAULT_EXPIRES_IN).min(MAX_EXPIRES_IN);
     life - EXPIRY_MARGIN.min(life / 2)
 }
 
@@ -200,6 +217,17 @@ mod tests {
         assert_eq!(usable_for(Some(secs(60))), secs(30));
         assert_eq!(usable_for(Some(secs(0))), secs(0));
         assert_eq!(usable_for(None), secs(240));
+    }
+
+    #[test]
+    fn an_absurd_lifetime_is_capped_rather_than_overflowing_the_renewal_time() {
+        // `asked_at + u64::MAX seconds` used to panic the charge that asked for the token.
+        for expires_in in ["18446744073709551615", "\"18446744073709551615\"", "9223372036854775808"] {
+            let body = format!(r#"{{"access_token":"abc","expires_in":{expires_in}}}"#);
+            assert_eq!(read_token_answer(body.as_bytes()).unwrap(), MAX_EXPIRES_IN - EXPIRY_MARGIN, "{expires_in}");
+        }
+        let one_hour = read_token_answer(br#"{"access_token":"abc","expires_in":3600}"#).unwrap();
+        assert_eq!(one_hour, Duration::from_secs(3540));
     }
 
     #[test]

@@ -247,6 +247,19 @@ fn readable_error(body: &Value) -> Option<String> {
     }
 }
 
+/// Reads a Mercado Pago answer to a payment lookup (`GET /v1/payments/{id}`) as the gateway
+/// does: its state and, for `create` and `find`, its Pix code and expiry (against `req`), or
+/// the error the answer stands for. Public for the fuzz targets; never panics.
+pub fn read_payment(
+    status: reqwest::StatusCode,
+    body: &[u8],
+    req: &ChargeRequest,
+) -> Result<(PaymentState, Option<CreatedCharge>), GatewayError> {
+    let payment: Payment = http::read_json(PROVIDER, status, body, readable_error)?;
+    let state = payment_state(&payment)?;
+    Ok((state, created(req, payment).ok()))
+}
+
 fn payment_state(payment: &Payment) -> Result<PaymentState, GatewayError> {
     let detail = payment.status_detail.as_deref().unwrap_or_default();
     match payment.status.as_deref().unwrap_or_default() {
