@@ -59,6 +59,9 @@ fn model_client(config: &Config) -> anyhow::Result<Option<(&'static str, Arc<dyn
 /// How often proposals and charges are expired and reminders sent: minutes matter here, not
 /// milliseconds.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+/// How often stored payment notifications due for another look are processed (new ones wake
+/// the processor at once): a retry waits seconds, not a sweep; an idle pass is one indexed query.
+const PAYMENTS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Expired console sessions are never loaded; deleting them is housekeeping.
 const SESSION_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 /// How often held bookings are looked at for a deposit to charge: the customer is waiting for
@@ -318,7 +321,7 @@ impl App {
                     replier.clone(),
                     gateways.clone(),
                     wake.clone(),
-                    SWEEP_EVERY,
+                    PAYMENTS_EVERY,
                     stop_payments.clone(),
                 )
             });

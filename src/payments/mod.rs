@@ -10,8 +10,8 @@
 //! - what a notification claims is never trusted: the charge's state is asked of the provider
 //!   before it is marked paid, and marking it paid is the one conditional update of the paid
 //!   path, so duplicates, redeliveries and the poller racing a webhook tell each party once;
-//! - a notification for an unknown charge is looked at again for about two minutes (it can
-//!   beat the response to the charge's own creation), then kept and reported (`unmatched`), never answered
+//! - a notification for an unknown charge is looked at again for about a minute (it can beat
+//!   the response to the charge's own creation), then kept and reported (`unmatched`), never answered
 //!   with an error that makes the provider resend it forever; a payment for a charge no longer
 //!   pending alerts the merchant;
 //! - webhooks get lost: a poller asks the provider about charges still pending after a while,

@@ -20,6 +20,8 @@ use crate::tenant::Tenant;
 const BATCH: i64 = 50;
 /// A provider that still says "pending" after this many tries is believed.
 const MAX_ATTEMPTS: i64 = 10;
+/// Looks for the charge of a notification that arrived first (1, 2, 4, 8 and 16 s apart).
+const UNKNOWN_CHARGE_ATTEMPTS: i64 = 6;
 
 /// What asking the provider about a charge led to.
 pub(crate) enum Settled {
@@ -66,8 +68,9 @@ async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &
     let Some(charge) = store.charge_by_ref(tenant_id, &event.ref_kind, &event.charge_ref).await? else {
         // A notification can beat the charge it is about: the provider created the payment but
         // its response is late or lost, and our create is being retried (which finds it). Look
-        // again a few times, sooner than the poller would, before calling it unmatched.
-        if event.attempts + 1 < MAX_ATTEMPTS {
+        // again a few times (about a minute, which leaves a matched event most of its attempts),
+        // sooner than the poller would, before calling it unmatched.
+        if event.attempts + 1 < UNKNOWN_CHARGE_ATTEMPTS {
             let later = now + TimeDelta::seconds(1 << event.attempts.clamp(0, 5));
             store.retry_payment_event(event.id, "no such charge (yet)", later).await?;
             return Ok(());

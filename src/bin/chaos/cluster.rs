@@ -14,13 +14,14 @@ use anyhow::{Context, bail};
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 
-struct Slot {
-    port: u16,
-    child: Option<Child>,
-}
+/// Below Linux's ephemeral range (32768 and up), so no outgoing connection can hold a server's
+/// port while it restarts.
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
 
 pub struct Cluster {
-    slots: Vec<Mutex<Slot>>,
+    /// Fixed per server: Meta's retries find a restarted server where it was.
+    ports: Vec<u16>,
+    children: Vec<Mutex<Option<Child>>>,
     env: Vec<(String, String)>,
     dir: PathBuf,
     http: reqwest::Client,
@@ -29,13 +30,17 @@ pub struct Cluster {
 impl Cluster {
     /// Starts `n` servers with `env` and waits until each is ready.
     pub async fn start(n: usize, env: Vec<(String, String)>, dir: PathBuf) -> anyhow::Result<Self> {
-        let mut slots = Vec::new();
-        for _ in 0..n {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-            slots.push(Mutex::new(Slot { port, child: None }));
+        let mut ports = Vec::new();
+        let mut candidate = PORTS.start + (std::process::id() % 1_000) as u16 * 10;
+        while ports.len() < n {
+            candidate = if PORTS.contains(&(candidate + 1)) { candidate + 1 } else { PORTS.start };
+            if std::net::TcpListener::bind(("127.0.0.1", candidate)).is_ok() {
+                ports.push(candidate);
+            }
         }
+        let children = (0..n).map(|_| Mutex::new(None)).collect();
         let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?;
-        let cluster = Self { slots, env, dir, http };
+        let cluster = Self { ports, children, env, dir, http };
         for i in 0..n {
             cluster.restart(i).await?;
         }
@@ -43,17 +48,18 @@ impl Cluster {
     }
 
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.ports.len()
     }
 
-    pub async fn url(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.slots[i].lock().await.port)
+    pub fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
     }
 
     /// Starts server `i` (if it is not running) and waits until it answers `/readyz`.
     pub async fn restart(&self, i: usize) -> anyhow::Result<()> {
-        let mut slot = self.slots[i].lock().await;
-        if let Some(child) = slot.child.as_mut()
+        let port = self.ports[i];
+        let mut slot = self.children[i].lock().await;
+        if let Some(child) = slot.as_mut()
             && child.try_wait()?.is_none()
         {
             return Ok(());
@@ -68,7 +74,7 @@ impl Cluster {
             command
                 .arg("__serve")
                 .current_dir(&self.dir)
-                .env("BALCAO_ADDR", format!("127.0.0.1:{}", slot.port))
+                .env("BALCAO_ADDR", format!("127.0.0.1:{port}"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -77,13 +83,13 @@ impl Cluster {
                 command.env(name, value);
             }
             let mut child = command.spawn().context("start a server")?;
-            let url = format!("http://127.0.0.1:{}/readyz", slot.port);
+            let url = format!("http://127.0.0.1:{port}/readyz");
             for _ in 0..400 {
                 if child.try_wait()?.is_some() {
                     break;
                 }
                 if self.http.get(&url).send().await.is_ok_and(|r| r.status().is_success()) {
-                    slot.child = Some(child);
+                    *slot = Some(child);
                     return Ok(());
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
@@ -95,34 +101,45 @@ impl Cluster {
         bail!("server {i} did not start; see {}", self.dir.join(format!("server-{i}.log")).display())
     }
 
-    /// SIGKILL: no shutdown, no flush, leases left to expire.
-    pub async fn kill(&self, i: usize) {
-        let mut slot = self.slots[i].lock().await;
-        if let Some(mut child) = slot.child.take() {
-            let _ = child.kill().await;
+    /// SIGKILL: no shutdown, no flush, leases left to expire. False if it was not running.
+    pub async fn kill(&self, i: usize) -> bool {
+        let mut slot = self.children[i].lock().await;
+        match slot.take() {
+            Some(mut child) => {
+                let _ = child.kill().await;
+                true
+            }
+            None => false,
         }
+    }
+
+    /// SIGKILL of every server, then each started again.
+    pub async fn kill_all(&self) -> anyhow::Result<()> {
+        for i in 0..self.len() {
+            self.kill(i).await;
+        }
+        for i in 0..self.len() {
+            self.restart(i).await?;
+        }
+        Ok(())
     }
 
     /// SIGSTOP (`frozen`) or SIGCONT: the process keeps its sockets and leases but does nothing.
     pub async fn freeze(&self, i: usize, frozen: bool) {
-        self.signal(i, if frozen { "STOP" } else { "CONT" }).await;
+        let slot = self.children[i].lock().await;
+        signal(slot.as_ref(), if frozen { "STOP" } else { "CONT" }).await;
     }
 
     /// SIGTERM and wait for the graceful exit (SIGKILL after `grace`).
     pub async fn terminate(&self, i: usize, grace: Duration) {
-        self.signal(i, "TERM").await;
-        let mut slot = self.slots[i].lock().await;
-        if let Some(mut child) = slot.child.take()
+        let mut slot = self.children[i].lock().await;
+        // Another run may have frozen it: a stopped process cannot act on SIGTERM.
+        signal(slot.as_ref(), "CONT").await;
+        signal(slot.as_ref(), "TERM").await;
+        if let Some(mut child) = slot.take()
             && tokio::time::timeout(grace, child.wait()).await.is_err()
         {
             let _ = child.kill().await;
-        }
-    }
-
-    async fn signal(&self, i: usize, name: &str) {
-        let pid = self.slots[i].lock().await.child.as_ref().and_then(Child::id);
-        if let Some(pid) = pid {
-            let _ = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().await;
         }
     }
 
@@ -131,6 +148,13 @@ impl Cluster {
             self.freeze(i, false).await;
             self.kill(i).await;
         }
+    }
+}
+
+/// Sends signal `name` to `child`; called with its slot locked, so the pid is not a reaped one.
+async fn signal(child: Option<&Child>, name: &str) {
+    if let Some(pid) = child.and_then(Child::id) {
+        let _ = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().await;
     }
 }
 

@@ -1,7 +1,7 @@
 //! The campaign's own view of the database: plain reads of the tables the invariants are
 //! stated on, on either backend (one SQL text; `$n` parameters work on both).
 
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use std::str::FromStr;
 
@@ -21,10 +21,15 @@ macro_rules! on {
 }
 pub(crate) use on;
 
+/// The `application_name` of the campaign's own PostgreSQL connections: killing the servers'
+/// connections spares them.
+pub const CAMPAIGN: &str = "chaos";
+
 impl Db {
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         Ok(if url.starts_with("postgres") {
-            Db::Postgres(PgPoolOptions::new().max_connections(4).connect(url).await?)
+            let options = PgConnectOptions::from_str(url)?.application_name(CAMPAIGN);
+            Db::Postgres(PgPoolOptions::new().max_connections(4).connect_with(options).await?)
         } else {
             Db::Sqlite(
                 SqlitePoolOptions::new().max_connections(4).connect_with(SqliteConnectOptions::from_str(url)?).await?,

@@ -23,6 +23,12 @@ pub enum Fault {
     TypedConfirmRace,
     /// SIGKILL of a server process, restarted on the same port.
     Kill,
+    /// SIGKILL of a server as the Pix provider receives a charge's creation (between the
+    /// provider call and its record, when the victim made the call).
+    KillAtProviderCall,
+    /// SIGKILL of a server just after a button click was acknowledged (between the confirm
+    /// and its execution, when the victim took the click).
+    KillAfterClick,
     /// SIGSTOP of a server process past its leases, then SIGCONT.
     Stop,
     /// SIGTERM of every process in turn, each started again (a rolling restart).
@@ -39,6 +45,8 @@ pub enum Fault {
     ProviderTimeoutAfterCommit,
     /// A payment notification delivered several times at once.
     DuplicateNotification,
+    /// A payment notification sent up to two seconds late.
+    DelayedNotification,
     /// A payment notification sent while the charge's own creation was still unanswered.
     EarlyNotification,
     /// `pg_terminate_backend` on the servers' connections.
@@ -60,5 +68,20 @@ impl Faults {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Fault, u64>> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What the runs got done (bookings made, charges paid…), so a campaign where the paths stopped
+/// being exercised cannot pass on empty tables.
+#[derive(Debug, Clone, Default)]
+pub struct Coverage(Arc<Mutex<BTreeMap<&'static str, u64>>>);
+
+impl Coverage {
+    pub fn add(&self, what: &'static str, n: u64) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(what).or_default() += n;
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<&'static str, u64> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }

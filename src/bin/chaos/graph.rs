@@ -56,7 +56,7 @@ pub type StatusNote = (String, String, String, Option<String>);
 struct Inner {
     sent: HashMap<String, Vec<Sent>>,
     next: u64,
-    faults: VecDeque<GraphFault>,
+    faults: HashMap<String, VecDeque<GraphFault>>,
 }
 
 #[derive(Clone)]
@@ -91,9 +91,9 @@ impl FakeGraph {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The next sends (of any number) meet these faults.
-    pub fn inject(&self, faults: impl IntoIterator<Item = GraphFault>) {
-        self.lock().faults.extend(faults);
+    /// The next sends from `phone_number_id` meet these faults.
+    pub fn inject(&self, phone_number_id: &str, faults: impl IntoIterator<Item = GraphFault>) {
+        self.lock().faults.entry(phone_number_id.to_owned()).or_default().extend(faults);
     }
 
     pub fn sent(&self, phone_number_id: &str) -> Vec<Sent> {
@@ -101,7 +101,9 @@ impl FakeGraph {
     }
 
     pub fn forget(&self, phone_number_id: &str) {
-        self.lock().sent.remove(phone_number_id);
+        let mut inner = self.lock();
+        inner.sent.remove(phone_number_id);
+        inner.faults.remove(phone_number_id);
     }
 
     /// Waits up to `timeout` for the first message to `to`, after the first `skip` ones, that
@@ -142,7 +144,7 @@ async fn messages(
     let key = body["biz_opaque_callback_data"].as_str().map(str::to_owned);
     let (fault, wamid) = {
         let mut inner = shared.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let fault = inner.faults.pop_front();
+        let fault = inner.faults.get_mut(&phone_number_id).and_then(VecDeque::pop_front);
         if let Some(GraphFault::Error(status)) = fault {
             drop(inner);
             let code = if status == 429 { 130_429 } else { 1 };

@@ -8,7 +8,13 @@
 //! ```
 //!
 //! Run `i` of a campaign with seed `S` has seed `S + i`; a violation prints the command that
-//! replays its run alone (the same script and fault plan; thread timing differs).
+//! replays its run alone. A replay plays the same script with the same faults of its own (Graph
+//! API answers, the provider's, kills and freezes, deliveries); the model's random errors, which
+//! process takes each webhook, thread timing and other runs' faults are not replayed.
+//!
+//! Invariants are in `invariants.rs`. A campaign of 20 runs or more also fails when its runs
+//! stopped reaching a path (no booking, cancellation, paid charge or reply at all), so a broken
+//! script cannot pass on empty tables.
 
 mod cluster;
 mod db;
@@ -33,7 +39,7 @@ use futures::StreamExt;
 
 use crate::cluster::Cluster;
 use crate::db::Db;
-use crate::faults::{Fault, Faults};
+use crate::faults::{Coverage, Fault, Faults};
 use crate::meta::Meta;
 use crate::psp::fake_asaas::{API_KEY, FakeAsaas, WEBHOOK_TOKEN};
 use crate::run::Ctx;
@@ -95,34 +101,55 @@ async fn campaign(args: Args) -> anyhow::Result<bool> {
     let dir = std::env::temp_dir().join(format!("balcao-chaos-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let (url, admin) = database(&args, &dir).await?;
-    let store = open_store(&url).await?;
-    store.migrate().await.context("migrations")?;
-    let db = Db::connect(&with_application_name(&url)).await?;
+    let outcome = play_campaign(&args, seed, &url, &dir).await;
+    // The campaign's database goes, whatever happened.
+    if let Some((admin, name)) = admin {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
+            .execute(&admin)
+            .await;
+    }
+    let ok = outcome?;
+    if ok {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        println!("server logs: {}", dir.display());
+    }
+    Ok(ok)
+}
 
+async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path) -> anyhow::Result<bool> {
+    let store = open_store(url).await?;
+    store.migrate().await.context("migrations")?;
+    let db = Db::connect(url).await?;
     let faults = Faults::default();
     let (graph, statuses) = graph::FakeGraph::start().await?;
     let model = model::FakeModel::start(seed, args.model_error_rate, faults.clone()).await?;
     let asaas = Arc::new(FakeAsaas::start().await);
-    let env = server_env(&url, &graph.url, &model.url);
-    let cluster = Arc::new(Cluster::start(args.processes, env, dir.clone()).await?);
+    let env = server_env(url, &graph.url, &model.url);
+    let cluster = Arc::new(Cluster::start(args.processes, env, dir.to_owned()).await?);
     let meta = Arc::new(Meta::new(cluster.clone(), seed)?);
     tokio::spawn(report_statuses(meta.clone(), statuses, faults.clone(), seed));
-    let ctx = Ctx { meta, graph, model, asaas, store, db, faults, http: reqwest::Client::new() };
+    let ctx = Ctx {
+        meta,
+        graph,
+        model,
+        asaas,
+        store,
+        db,
+        faults,
+        coverage: Coverage::default(),
+        http: reqwest::Client::new(),
+        charging: tokio::sync::Mutex::new(()),
+    };
 
     println!(
         "chaos: {} runs on {:?} with {} process(es), {} at once, seed {seed}",
         args.runs, args.db, args.processes, args.parallel
     );
     let started = Instant::now();
-    let replay = |run_seed: u64| {
-        format!(
-            "cargo run --release --bin chaos -- --runs 1 --db {} --processes {} --seed {run_seed}",
-            format!("{:?}", args.db).to_lowercase(),
-            args.processes
-        )
-    };
     let mut failed = 0u64;
     let mut done = 0u64;
+    let mut durations = Vec::new();
     let mut results = futures::stream::iter(0..args.runs)
         .map(|i| {
             let ctx = &ctx;
@@ -133,7 +160,6 @@ async fn campaign(args: Args) -> anyhow::Result<bool> {
             }
         })
         .buffer_unordered(args.parallel.max(1));
-    let mut durations = Vec::new();
     while let Some((i, result, took)) = results.next().await {
         done += 1;
         durations.push(took);
@@ -144,7 +170,7 @@ async fn campaign(args: Args) -> anyhow::Result<bool> {
             for v in &violations {
                 println!("  - {v}");
             }
-            println!("  replay: {}", replay(seed.wrapping_add(i)));
+            println!("  replay: {}", replay(args, seed.wrapping_add(i)));
         }
         if done.is_multiple_of(100) {
             println!("  {done} runs, {failed} with violations, {:.0} s", started.elapsed().as_secs_f64());
@@ -153,34 +179,55 @@ async fn campaign(args: Args) -> anyhow::Result<bool> {
     drop(results);
     let elapsed = started.elapsed();
     cluster.shutdown().await;
-    report(&args, seed, (done, failed), elapsed, &mut durations, &ctx.faults.snapshot());
+    let coverage = ctx.coverage.snapshot();
+    report(args, seed, (done, failed), elapsed, &mut durations, &ctx.faults.snapshot(), &coverage);
     ctx.store.close().await;
-    if let Some((admin, name)) = admin {
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
-            .execute(&admin)
-            .await;
-    }
-    if failed == 0 {
-        let _ = std::fs::remove_dir_all(&dir);
-    } else {
-        println!("server logs: {}", dir.display());
+    // A campaign whose runs stopped reaching the paths it claims to test proves nothing.
+    let unexercised: Vec<&str> =
+        COVERED.iter().copied().filter(|what| coverage.get(what).copied().unwrap_or(0) == 0).collect();
+    if done >= 20 && !unexercised.is_empty() {
+        println!("NOT EXERCISED in {done} runs: {}", unexercised.join(", "));
+        return Ok(false);
     }
     Ok(failed == 0)
 }
 
+/// What every campaign of 20 runs or more must have done at least once.
+const COVERED: [&str; 4] = ["appointments booked", "appointments cancelled", "charges paid", "replies sent"];
+
+/// The command that plays run seed `run_seed` alone, with the campaign's settings.
+fn replay(args: &Args, run_seed: u64) -> String {
+    format!(
+        "cargo run --release --bin chaos -- --runs 1 --parallel 1 --db {} --processes {} --model-error-rate {} --seed {run_seed}",
+        format!("{:?}", args.db).to_lowercase(),
+        args.processes,
+        args.model_error_rate
+    )
+}
+
 async fn one_run(ctx: &Ctx, cluster: &Cluster, index: u64, seed: u64) -> anyhow::Result<Vec<String>> {
+    let cast = run::Cast::create(ctx, index, seed).await?;
+    let result = play_and_check(ctx, cluster, &cast, seed).await;
+    // Whatever happened, the fakes forget this run.
+    ctx.graph.forget(&cast.number);
+    ctx.meta.take_acked(&cast.number);
+    let model = ctx.model.take_violations(&format!("Chaos run {index}"));
+    let mut violations = result?;
+    violations.extend(model);
+    Ok(violations)
+}
+
+async fn play_and_check(ctx: &Ctx, cluster: &Cluster, cast: &run::Cast, seed: u64) -> anyhow::Result<Vec<String>> {
     let sabotage = sabotage::Sabotage { cluster, db: &ctx.db, faults: &ctx.faults, lease: LEASE };
     let plan = rng::Rng::new(seed ^ 0x5AB0_7A6E);
-    let (cast, sabotaged) = futures::future::join(run::play(ctx, index, seed), sabotage.play(plan)).await;
+    let (problems, sabotaged) = futures::future::join(run::play(ctx, cast, seed), sabotage.play(plan)).await;
     sabotaged?;
-    let cast = cast?;
-    let mut violations = Vec::new();
-    if let Some(stuck) = invariants::settle(ctx, &cast, SETTLE).await? {
+    let mut violations = problems?;
+    if let Some(stuck) = invariants::settle(ctx, cast, SETTLE).await? {
         violations.push(stuck);
     }
     let acked = ctx.meta.take_acked(&cast.number);
-    violations.extend(invariants::check(ctx, &cast, &acked).await?);
-    ctx.graph.forget(&cast.number);
+    violations.extend(invariants::check(ctx, cast, &acked).await?);
     Ok(violations)
 }
 
@@ -222,20 +269,18 @@ async fn database(args: &Args, dir: &std::path::Path) -> anyhow::Result<(String,
                 .execute(&admin)
                 .await?;
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await?;
-            let base = args.postgres_url.rsplit_once('/').map_or(args.postgres_url.as_str(), |(b, _)| b);
-            Ok((format!("{base}/{name}"), Some((admin, name))))
+            // The same server and options, another database.
+            let (address, query) = args.postgres_url.split_once('?').unwrap_or((&args.postgres_url, ""));
+            let base = address.rsplit_once('/').map_or(address, |(b, _)| b);
+            let query = if query.is_empty() { String::new() } else { format!("?{query}") };
+            Ok((format!("{base}/{name}{query}"), Some((admin, name))))
         }
     }
 }
 
-/// The campaign's own connections are named, so killing the servers' connections spares them.
-fn with_application_name(url: &str) -> String {
-    if url.starts_with("postgres") { format!("{url}?application_name=chaos") } else { url.to_owned() }
-}
-
 async fn open_store(url: &str) -> anyhow::Result<balcao::store::Store> {
     let store = if url.starts_with("postgres") {
-        let options = sqlx::postgres::PgConnectOptions::from_str(url)?.application_name("chaos");
+        let options = sqlx::postgres::PgConnectOptions::from_str(url)?.application_name(db::CAMPAIGN);
         balcao::store::Store::connect_postgres(options, 4).await?
     } else {
         balcao::store::Store::connect_sqlite(sqlx::sqlite::SqliteConnectOptions::from_str(url)?, 4).await?
@@ -283,6 +328,7 @@ fn report(
     elapsed: Duration,
     durations: &mut [Duration],
     faults: &BTreeMap<Fault, u64>,
+    coverage: &BTreeMap<&'static str, u64>,
 ) {
     durations.sort();
     let at = |q: f64| durations.get(((durations.len() as f64 * q) as usize).min(durations.len().saturating_sub(1)));
@@ -302,5 +348,9 @@ fn report(
     println!("\n| fault injected | count |\n|---|---|");
     for (fault, n) in faults {
         println!("| {fault:?} | {n} |");
+    }
+    println!("\n| done by the runs | count |\n|---|---|");
+    for (what, n) in coverage {
+        println!("| {what} | {n} |");
     }
 }

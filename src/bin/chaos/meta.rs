@@ -33,8 +33,8 @@ impl Meta {
     }
 
     /// The base URL of a random server process.
-    pub async fn random_url(&self) -> String {
-        self.cluster.url(self.random_process()).await
+    pub fn random_url(&self) -> String {
+        self.cluster.url(self.random_process())
     }
 
     /// Delivers `body` until a server answers 200; false if none did within [`GIVE_UP`].
@@ -44,7 +44,7 @@ impl Meta {
         let start = Instant::now();
         let mut pause = Duration::from_millis(20);
         while start.elapsed() < GIVE_UP {
-            let url = self.random_url().await;
+            let url = self.random_url();
             let sent = self
                 .http
                 .post(format!("{url}/webhooks/whatsapp"))

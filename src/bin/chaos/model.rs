@@ -24,7 +24,8 @@ struct Inner {
     next_id: u64,
     /// Share of calls answered with 429, 529 or 500.
     error_rate: f64,
-    violations: Vec<String>,
+    /// Malformed histories, by the business they came from (its name in the system prompt).
+    violations: std::collections::HashMap<String, Vec<String>>,
 }
 
 #[derive(Clone)]
@@ -41,7 +42,8 @@ pub struct FakeModel {
 
 impl FakeModel {
     pub async fn start(seed: u64, error_rate: f64, faults: Faults) -> anyhow::Result<Self> {
-        let inner = Arc::new(Mutex::new(Inner { rng: Rng::new(seed), next_id: 0, error_rate, violations: vec![] }));
+        let inner =
+            Arc::new(Mutex::new(Inner { rng: Rng::new(seed), next_id: 0, error_rate, violations: Default::default() }));
         let app =
             axum::Router::new().route("/v1/messages", post(answer)).with_state(Shared { inner: inner.clone(), faults });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -52,9 +54,9 @@ impl FakeModel {
         Ok(Self { url, inner })
     }
 
-    /// Malformed histories seen since the last call.
-    pub fn take_violations(&self) -> Vec<String> {
-        std::mem::take(&mut self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).violations)
+    /// Malformed histories sent for the business named `name`.
+    pub fn take_violations(&self, name: &str) -> Vec<String> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).violations.remove(name).unwrap_or_default()
     }
 }
 
@@ -67,7 +69,11 @@ async fn answer(State(shared): State<Shared>, Json(request): Json<Value>) -> Res
     let mut inner = shared.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Err(problem) = check_history(&request["messages"]) {
         let system = request["system"].to_string();
-        inner.violations.push(format!("malformed history ({problem}) for {}", &system[..system.len().min(80)]));
+        let business = system
+            .split_once("Chaos run ")
+            .map(|(_, rest)| format!("Chaos run {}", rest.chars().take_while(char::is_ascii_digit).collect::<String>()))
+            .unwrap_or_default();
+        inner.violations.entry(business).or_default().push(format!("malformed history sent to the model: {problem}"));
         return error(400, "invalid_request_error");
     }
     let error_rate = inner.error_rate;
@@ -128,6 +134,7 @@ fn command(text: &str) -> Vec<(&'static str, Value)> {
                 json!({ "service_id": id("service"), "professional_id": id("professional"),
                         "starts_at": if n % 2 == 0 { arg("at") } else { arg("alt") } }),
             )),
+            "#move" => Some(("reschedule_booking", json!({ "booking_id": id("booking"), "starts_at": arg("at") }))),
             "#cancel" => Some(("cancel_booking", json!({ "booking_id": id("booking") }))),
             "#confirm" => Some(("confirm_action", json!({ "action_id": arg("action") }))),
             "#charge" => Some((

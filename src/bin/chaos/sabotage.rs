@@ -28,8 +28,9 @@ impl Sabotage<'_> {
         let kill = async {
             if let Some((at, i, down)) = kill {
                 tokio::time::sleep(Duration::from_millis(at)).await;
-                self.faults.add(Fault::Kill);
-                self.cluster.kill(i).await;
+                if self.cluster.kill(i).await {
+                    self.faults.add(Fault::Kill);
+                }
                 tokio::time::sleep(Duration::from_millis(down)).await;
             }
         };
@@ -50,8 +51,9 @@ impl Sabotage<'_> {
                     let _ = sqlx::query(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                          WHERE datname = current_database() AND pid <> pg_backend_pid() \
-                         AND application_name <> 'chaos'",
+                         AND application_name <> $1",
                     )
+                    .bind(crate::db::CAMPAIGN)
                     .execute(pool)
                     .await;
                 }
