@@ -188,3 +188,6 @@ for i, value in enumerate(tool_inputs):
 put("pix_response", "crash-bacen_token-expires_in-overflow",
     selector(len(PARSERS), PARSERS.index("bacen_token")) + selector(len(PIX_STATUSES), 0)
     + '{"access_token":"abc","expires_in":18446744073709551615}')
+# Free text whose canonical form was not a fixed point: "J" + caron lowercased to "j" + caron,
+# which NFKC composes to "ǰ" (src/ledger/normalize.rs, normalization version 2).
+put("tool_input", "crash-text-j-caron", json.dumps({"description": "J\u030c", "status": "J\u030c"}, ensure_ascii=False))

@@ -10,7 +10,9 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::domain::{Cents, PhoneE164};
 
-pub const NORMALIZATION_VERSION: u32 = 1;
+/// 2: free text is NFKC-normalized again after lowercasing (version 1 left `J` + caron as
+/// `j` + caron, which normalizes to `ǰ`: its canonical form was not a fixed point).
+pub const NORMALIZATION_VERSION: u32 = 2;
 
 /// How a field is read and written back in canonical form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,10 +116,12 @@ fn as_str<'a>(value: &'a Value, what: &str) -> Result<&'a str, NormalizeError> {
     value.as_str().ok_or_else(|| NormalizeError(format!("{value} is not {what}")))
 }
 
-/// NFKC, trimmed, lowercased, inner whitespace collapsed to one space.
+/// NFKC, trimmed, lowercased, inner whitespace collapsed to one space, then NFKC again: a
+/// lowercase letter may compose with the mark after it where its capital did not (`J` + caron
+/// stays two characters, `j` + caron is `ǰ`), and the result must normalize to itself.
 pub fn normalize_text(s: &str) -> String {
     let nfkc: String = s.nfkc().collect();
-    nfkc.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+    nfkc.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase().nfkc().collect()
 }
 
 /// An instant that names its offset; truncated to the minute. A time without an offset is
@@ -217,6 +221,17 @@ mod tests {
         ] {
             let once = kind.normalize(&raw).unwrap();
             assert_eq!(kind.normalize(&once).unwrap(), once, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn text_lowercased_into_a_composable_pair_is_composed() {
+        // Version 1 failed the tool_input fuzz target: "J\u{30C}" gave "j\u{30C}", which gives "ǰ".
+        for (raw, canonical) in [("J\u{30C}", "\u{1F0}"), ("W\u{30A}", "\u{1E98}"), ("ȷ T\u{308}", "ȷ \u{1E97}")] {
+            let once = normalize_text(raw);
+            assert_eq!(once, canonical, "{raw:?}");
+            assert_eq!(normalize_text(&once), once, "{raw:?}");
+            assert_eq!(normalize_text(canonical), once, "{raw:?} and {canonical:?} are one text");
         }
     }
 }

@@ -408,7 +408,7 @@ contract!(keys_ignore_formatting_order_and_tool_use_id, |db| async move {
     assert_eq!(db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap().len(), 1);
     let key =
         db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap()[0].idempotency_key.clone();
-    assert!(key.starts_with("create_booking/v1/"), "{key}");
+    assert!(key.starts_with("create_booking/v2/"), "{key}");
     let stored = db.store.execution(s.tenant.id, &LedgerKey::from_stored(key)).await.unwrap();
     assert_eq!(stored.map(|r| r.status), Some("succeeded".to_owned()), "the stored key finds its row");
 });
