@@ -11,7 +11,6 @@ mod actions_model;
 mod agent;
 mod booking;
 mod brcode;
-mod chaos;
 mod chat;
 mod cli;
 mod concurrency;

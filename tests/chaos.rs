@@ -2,7 +2,7 @@
 //! servers sharing one PostgreSQL, each webhook to a random one (concurrent duplicates spread
 //! over processes, processes killed mid-turn and taken over, rolling restarts), with every fault
 //! kind in play. A fixed seed, so a failure replays by the command it prints. `.ci/run` plays
-//! 200 more runs, on both databases.
+//! 200 more runs, on both databases. A test binary of its own, so it runs alone.
 
 use std::process::Command;
 
