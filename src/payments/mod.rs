@@ -10,10 +10,11 @@
 //! - what a notification claims is never trusted: the charge's state is asked of the provider
 //!   before it is marked paid, and marking it paid is the one conditional update of the paid
 //!   path, so duplicates, redeliveries and the poller racing a webhook tell each party once;
-//! - a notification for an unknown charge is looked at again for about a minute (it can beat
-//!   the response to the charge's own creation), then kept and reported (`unmatched`), never answered
-//!   with an error that makes the provider resend it forever; a payment for a charge no longer
-//!   pending alerts the merchant;
+//! - a notification can beat the response to its charge's own creation: for an unknown charge it
+//!   is looked at again for a while, then kept and reported (`unmatched`), never answered with an
+//!   error that makes the provider resend it forever; recording the charge later opens such an
+//!   event again, in the same transaction, so the payment is not left to the poller; a payment
+//!   for a charge no longer pending alerts the merchant;
 //! - webhooks get lost: a poller asks the provider about charges still pending after a while,
 //!   through the same paid path.
 

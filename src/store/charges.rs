@@ -156,6 +156,20 @@ impl ChargeStore for Store {
                     for message in messages(&charge) {
                         let _: Option<i64> = insert_outbound!(tx, message, now)?;
                     }
+                    // A notification that came before this record was kept as unmatched: it is
+                    // about this charge after all, so it is processed again now.
+                    sqlx::query(
+                        "UPDATE payment_events SET status = 'received', attempts = 0, next_attempt_at = $1,
+                             processed_at = NULL, last_error = NULL
+                         WHERE tenant_id = $2 AND status = 'unmatched'
+                           AND ((ref_kind = 'txid' AND charge_ref = $3) OR (ref_kind <> 'txid' AND charge_ref = $4))",
+                    )
+                    .bind(now)
+                    .bind(new.tenant.0)
+                    .bind(new.txid)
+                    .bind(new.provider_ref)
+                    .execute(&mut *tx)
+                    .await?;
                     charge
                 }
                 // An earlier attempt recorded it (and its messages) and died before settling.

@@ -102,8 +102,10 @@ async fn campaign(args: Args) -> anyhow::Result<bool> {
     std::fs::create_dir_all(&dir)?;
     let (url, admin) = database(&args, &dir).await?;
     let outcome = play_campaign(&args, seed, &url, &dir).await;
-    // The campaign's database goes, whatever happened.
-    if let Some((admin, name)) = admin {
+    // The campaign's database goes, unless it holds violations to look at.
+    if !matches!(outcome, Ok(false))
+        && let Some((admin, name)) = admin
+    {
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")))
             .execute(&admin)
             .await;
@@ -112,7 +114,7 @@ async fn campaign(args: Args) -> anyhow::Result<bool> {
     if ok {
         let _ = std::fs::remove_dir_all(&dir);
     } else {
-        println!("server logs: {}", dir.display());
+        println!("server logs: {}; database: {url}", dir.display());
     }
     Ok(ok)
 }
