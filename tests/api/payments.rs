@@ -126,44 +126,9 @@ contract!(notifications_for_unknown_tenants_or_the_sandbox_are_not_found, |db| a
     let _ = s;
 });
 
-contract!(a_notification_that_beats_its_charge_pays_it_once_the_charge_exists, |db| async move {
-    let fake = FakeAsaas::start().await;
-    let s = Scenario::from_file(db, &asaas_file(&fake)).await;
-    let mut config = local_test_config("http://127.0.0.1:9", &[]);
-    config.pix_secrets = PixSecrets(secrets());
-    let app = TestApp::spawn(db, config).await;
-    post(&app, CUSTOMER, text("wamid.e.0", CUSTOMER, "oi")).await;
-    app.drain_turns().await;
-    let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
-    let gateways = Gateways::new(secrets());
-
-    // The provider's notification for the payment it is creating arrives before our create's
-    // response: no charge knows it yet. It is looked at again, not given up as unmatched.
-    let payment = "pay_000000000001";
-    assert_eq!(notify(&app, WEBHOOK_TOKEN, "evt_early", payment).await, reqwest::StatusCode::OK);
-    balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
-    let confirm = propose_charge(db, &app, &s, "e").await;
-    post(&app, STAFF, button(STAFF, "wamid.e.click", &confirm)).await;
-    app.drain_turns().await;
-    let since = chrono::Utc::now() - chrono::TimeDelta::days(1);
-    let charge = db.store.charges(s.tenant.id, None, since, 10).await.unwrap().pop().unwrap();
-    assert_eq!(charge.provider_ref.as_deref(), Some(payment));
-    fake.update(payment, json!({ "status": "RECEIVED" }));
-
-    // Its next look (a second later) finds the charge and pays it, once.
-    for _ in 0..50 {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
-        if db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status == "paid" {
-            break;
-        }
-    }
-    assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "paid");
-    assert_eq!(told(&inbox(db, s.tenant.id, CUSTOMER).await, "Recebemos seu pagamento"), 1);
-    assert_eq!(told(&inbox(db, s.tenant.id, STAFF).await, "Cobrança paga"), 1);
-});
-
-contract!(a_notification_given_up_as_unmatched_is_processed_when_its_charge_is_recorded, |db| async move {
+/// A notification that arrives before the charge it is about, then the charge; `given_up`: the
+/// event's looks ran out (it is unmatched) before the charge was recorded.
+async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
     let fake = FakeAsaas::start().await;
     let s = Scenario::from_file(db, &asaas_file(&fake)).await;
     let mut config = local_test_config("http://127.0.0.1:9", &[]);
@@ -178,12 +143,17 @@ contract!(a_notification_given_up_as_unmatched_is_processed_when_its_charge_is_r
     // response: no charge knows it yet.
     let payment = "pay_000000000001";
     assert_eq!(notify(&app, WEBHOOK_TOKEN, "evt_early", payment).await, reqwest::StatusCode::OK);
-    // Its looks ran out before the charge was recorded (a create retried after a long outage).
-    let event = db.store.due_payment_events(chrono::Utc::now(), 10).await.unwrap().pop().expect("the stored event");
-    db.store
-        .finish_payment_event(event.id, "unmatched", None, Some("no such charge"), chrono::Utc::now())
-        .await
-        .unwrap();
+    if given_up {
+        // Its looks ran out before the charge was recorded (a create retried after a long outage).
+        let event = db.store.due_payment_events(chrono::Utc::now(), 10).await.unwrap().pop().expect("the stored event");
+        db.store
+            .finish_payment_event(event.id, "unmatched", None, Some("no such charge"), chrono::Utc::now())
+            .await
+            .unwrap();
+    } else {
+        // It is looked at again, not given up as unmatched.
+        balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
+    }
     let confirm = propose_charge(db, &app, &s, "e").await;
     post(&app, STAFF, button(STAFF, "wamid.e.click", &confirm)).await;
     app.drain_turns().await;
@@ -192,7 +162,7 @@ contract!(a_notification_given_up_as_unmatched_is_processed_when_its_charge_is_r
     assert_eq!(charge.provider_ref.as_deref(), Some(payment));
     fake.update(payment, json!({ "status": "RECEIVED" }));
 
-    // Recording the charge opened the event again: it pays the charge, once.
+    // Its next look (a second later, or at once once the charge reopened it) pays it, once.
     for _ in 0..50 {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
@@ -203,4 +173,12 @@ contract!(a_notification_given_up_as_unmatched_is_processed_when_its_charge_is_r
     assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "paid");
     assert_eq!(told(&inbox(db, s.tenant.id, CUSTOMER).await, "Recebemos seu pagamento"), 1);
     assert_eq!(told(&inbox(db, s.tenant.id, STAFF).await, "Cobrança paga"), 1);
+}
+
+contract!(a_notification_that_beats_its_charge_pays_it_once_the_charge_exists, |db| async move {
+    early_notification(db, false).await;
+});
+
+contract!(a_notification_given_up_as_unmatched_is_processed_when_its_charge_is_recorded, |db| async move {
+    early_notification(db, true).await;
 });
