@@ -81,7 +81,8 @@ impl Meta {
     }
 }
 
-fn envelope(phone_number_id: &str, value: Value) -> Value {
+/// A status change's envelope (the simulator builds only messages).
+fn status_envelope(phone_number_id: &str, value: Value) -> Value {
     let mut value = value;
     value["messaging_product"] = json!("whatsapp");
     value["metadata"] = json!({ "display_phone_number": "15550783881", "phone_number_id": phone_number_id });
@@ -89,12 +90,9 @@ fn envelope(phone_number_id: &str, value: Value) -> Value {
             "entry": [{ "id": "102290129340398", "changes": [{ "field": "messages", "value": value }] }] })
 }
 
-/// One inbound message from `from` (a `wa_id`, digits only).
+/// One inbound message from `from` (a `wa_id`, digits only), in the simulator's envelope.
 pub fn message(phone_number_id: &str, from: &str, message: Value) -> Value {
-    envelope(
-        phone_number_id,
-        json!({ "contacts": [{ "profile": { "name": "Cliente" }, "wa_id": from }], "messages": [message] }),
-    )
+    balcao::simulator::payload::envelope(phone_number_id, from, "Cliente", message)
 }
 
 pub fn text(wamid: &str, from: &str, body: &str) -> Value {
@@ -113,5 +111,5 @@ pub fn status(phone_number_id: &str, wamid: &str, recipient: &str, key: Option<&
     if let Some(key) = key {
         element["biz_opaque_callback_data"] = json!(key);
     }
-    envelope(phone_number_id, json!({ "statuses": [element] }))
+    status_envelope(phone_number_id, json!({ "statuses": [element] }))
 }
