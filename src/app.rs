@@ -363,9 +363,12 @@ impl App {
                 crate::console::run_pruning(store.clone(), SESSION_PRUNE_EVERY, stop_sessions.clone())
             });
             // Local mode sends nothing, so it needs no sender (which would refuse anyway).
+            // Senders claim rows atomically (one conversation's rows in order), as processes do.
             if !self.config.whatsapp.local_mode {
-                let (sender, poll, stop) = (self.sender.clone(), self.config.queue.poll_interval, stop.clone());
-                pool.spawn("outbox-sender".to_owned(), move || sender.clone().run(poll, stop.clone()));
+                for i in 0..self.config.outbox.senders {
+                    let (sender, poll, stop) = (self.sender.clone(), self.config.queue.poll_interval, stop.clone());
+                    pool.spawn(format!("outbox-sender-{i}"), move || sender.clone().run(poll, stop.clone()));
+                }
             }
             pool
         });

@@ -57,6 +57,7 @@ const JOB_RETENTION_HOURS: RangeInclusive<u64> = 1..=8_760;
 const POLL_INTERVAL_MS: RangeInclusive<u64> = 1..=60_000;
 /// A send with a lost response waits this long for a status webhook: up to a day.
 const OUTBOX_GRACE_SECONDS: RangeInclusive<u64> = 1..=86_400;
+const OUTBOX_SENDERS: RangeInclusive<u64> = 1..=64;
 /// One call to the Graph API; Meta answers in seconds, five minutes is a hung connection.
 const HTTP_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=300;
 /// Renewed every third of its length like the job lease; never shorter than it (see below).
@@ -166,6 +167,9 @@ pub struct LedgerConfig {
 pub struct OutboxConfig {
     /// How long a send whose response was lost waits for a status webhook before resending.
     pub grace: Duration,
+    /// Sends in flight at once per process: one slow Graph API answer (up to the HTTP timeout)
+    /// then holds back one sender, not every tenant's replies.
+    pub senders: usize,
     pub max_attempts: u32,
     pub http_timeout: Duration,
 }
@@ -368,6 +372,7 @@ impl Config {
         };
         let outbox = OutboxConfig {
             grace: Duration::from_secs(r.bounded("BALCAO_OUTBOX_GRACE_SECONDS", 60, OUTBOX_GRACE_SECONDS, "seconds")),
+            senders: r.bounded("BALCAO_OUTBOX_SENDERS", 4, OUTBOX_SENDERS, "senders") as usize,
             max_attempts: r.bounded("BALCAO_OUTBOX_MAX_ATTEMPTS", 8, MAX_ATTEMPTS, "attempts") as u32,
             http_timeout: Duration::from_secs(r.bounded(
                 "BALCAO_HTTP_TIMEOUT_SECONDS",

@@ -15,6 +15,8 @@
 //!   error that makes the provider resend it forever; recording the charge later opens such an
 //!   event again, in the same transaction, so the payment is not left to the poller; a payment
 //!   for a charge no longer pending alerts the merchant;
+//! - each look at an event is one process's (a claim leased past the longest look), so servers
+//!   sharing a database count each attempt once and do not ask the provider in parallel;
 //! - webhooks get lost: a poller asks the provider about charges still pending after a while,
 //!   through the same paid path.
 

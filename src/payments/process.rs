@@ -16,10 +16,11 @@ use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
 use crate::store::{PaymentStore, Store, TenantStore};
 use crate::tenant::Tenant;
 
-/// Events processed per pass.
-const BATCH: i64 = 50;
 /// A provider that still says "pending" after this many tries is believed.
 const MAX_ATTEMPTS: i64 = 10;
+/// How long a claimed event is one process's: longer than any look at a provider (at Bacen a
+/// token and a request, 30 s each); a process that dies mid-look leaves it to another after.
+const CLAIM_LEASE: TimeDelta = TimeDelta::seconds(90);
 /// Looks for the charge of a notification that arrived first (1, 2, 4, 8 and 16 s apart).
 const UNKNOWN_CHARGE_ATTEMPTS: i64 = 6;
 
@@ -89,7 +90,7 @@ async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &
         }
         Ok(Settled::NotPaid(state)) => {
             // Notifications can arrive before the payment settles at the provider.
-            let later = now + TimeDelta::seconds(30 * (event.attempts + 1));
+            let later = now + look_again_in(event.attempts);
             store.retry_payment_event(event.id, &format!("the provider says {state:?}"), later).await?;
         }
         Err(e) if event.attempts + 1 >= MAX_ATTEMPTS => {
@@ -97,25 +98,28 @@ async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &
             store.finish_payment_event(event.id, "failed", Some(charge.id), Some(&format!("{e:#}")), now).await?;
         }
         Err(e) => {
-            let later = now + TimeDelta::seconds(30 * (event.attempts + 1));
+            let later = now + look_again_in(event.attempts);
             store.retry_payment_event(event.id, &format!("{e:#}"), later).await?;
         }
     }
     Ok(())
 }
 
-/// Processes every due event; returns how many were looked at.
+/// When a charge's event looks again after `attempts` looks that did not settle it: 2 s,
+/// doubling, at most 5 minutes (about 13 minutes over [`MAX_ATTEMPTS`]). A provider that timed
+/// out once usually answers seconds later, and the customer is waiting for the receipt.
+fn look_again_in(attempts: i64) -> TimeDelta {
+    TimeDelta::seconds((2_i64 << attempts.clamp(0, 8)).min(300))
+}
+
+/// Processes every due event, each claimed for [`CLAIM_LEASE`]; returns how many were looked at.
 pub async fn process_due(store: &Store, replier: &Replier, gateways: &Gateways) -> anyhow::Result<usize> {
     let mut total = 0;
     loop {
-        let due = store.due_payment_events(store.db_time(Utc::now()), BATCH).await?;
-        for event in &due {
-            process(store, replier, gateways, event).await?;
-        }
-        total += due.len();
-        if (due.len() as i64) < BATCH {
-            return Ok(total);
-        }
+        let now = store.db_time(Utc::now());
+        let Some(event) = store.claim_payment_event(now, now + CLAIM_LEASE).await? else { return Ok(total) };
+        process(store, replier, gateways, &event).await?;
+        total += 1;
     }
 }
 

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::charges::charge_columns;
-use super::{Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::charges::Charge;
 use crate::domain::TenantId;
 use crate::payments::PaymentEvent;
@@ -13,6 +13,21 @@ use crate::payments::PaymentEvent;
 macro_rules! event_columns {
     () => {
         "id, tenant_id, provider, event_id, ref_kind, charge_ref, status, charge_id, attempts, last_error, received_at"
+    };
+}
+
+/// Moves the oldest due event's next look to `$1` (the claim's lease) and returns it.
+macro_rules! claim_event_sql {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE payment_events SET next_attempt_at = $1
+             WHERE status = 'received' AND next_attempt_at <= $2 AND id = (
+                 SELECT id FROM payment_events WHERE status = 'received' AND next_attempt_at <= $2
+                 ORDER BY next_attempt_at, id LIMIT 1 ",
+            $lock,
+            ") RETURNING ",
+            event_columns!()
+        )
     };
 }
 
@@ -30,8 +45,10 @@ pub struct NewPaymentEvent<'a> {
 pub trait PaymentStore {
     /// Stores the event once (per tenant, provider and event id); false for a duplicate.
     async fn record_payment_event(&self, new: &NewPaymentEvent<'_>, now: DateTime<Utc>) -> StoreResult<bool>;
-    /// Events waiting to be processed, oldest first.
-    async fn due_payment_events(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<PaymentEvent>>;
+    /// Takes the oldest event due at `now` for one look, leased until `until`: no other
+    /// process looks at it meanwhile (each look counts one attempt), and a process that dies
+    /// mid-look leaves it due again at `until`.
+    async fn claim_payment_event(&self, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<Option<PaymentEvent>>;
     /// Ends an event as `status` (processed, unmatched, alerted), naming its charge.
     async fn finish_payment_event(
         &self,
@@ -78,16 +95,22 @@ impl PaymentStore for Store {
         Ok(id.is_some())
     }
 
-    async fn due_payment_events(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<PaymentEvent>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(concat!(
-                "SELECT ", event_columns!(), " FROM payment_events
-                 WHERE status = 'received' AND next_attempt_at <= $1 ORDER BY next_attempt_at, id LIMIT $2"
-            ))
-            .bind(now)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
+    async fn claim_payment_event(&self, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<Option<PaymentEvent>> {
+        // An idle pass reads and writes nothing.
+        let due: Option<i64> = reading!(self, pool => {
+            sqlx::query_scalar("SELECT id FROM payment_events WHERE status = 'received' AND next_attempt_at <= $1 LIMIT 1")
+                .bind(now)
+                .fetch_optional(pool)
+                .await
+        })?;
+        if due.is_none() {
+            return Ok(None);
+        }
+        Ok(writing!(self, pool => {
+            // One statement, atomic on both engines; on PostgreSQL the outer `next_attempt_at`
+            // test is checked again against a row another process claimed meanwhile.
+            let sql = pool.pick(claim_event_sql!(""), claim_event_sql!("FOR UPDATE SKIP LOCKED"));
+            sqlx::query_as(sql).bind(until).bind(now).fetch_optional(pool).await
         })?)
     }
 

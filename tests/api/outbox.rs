@@ -159,3 +159,46 @@ contract!(without_an_access_token_replies_stay_local, |db| async move {
     assert_eq!(sends[0].phone_number_id, "200200200");
     assert_eq!(db.store.list_outbound(other.id).await.unwrap()[0].status, "sent");
 });
+
+// Several senders in one process (`BALCAO_OUTBOX_SENDERS`) claim rows the way several processes
+// do: racing, every row goes out once, and one conversation's rows keep their order.
+contract!(senders_racing_send_each_row_once_in_conversation_order, |db| async move {
+    let tenant = db.tenant().await;
+    let graph = FakeGraph::start().await;
+    let app = TestApp::spawn(db, test_config(&graph.url, &[])).await;
+    let customers: Vec<String> = (0..6).map(|c| format!("55119888800{c:02}")).collect();
+    for round in 0..2 {
+        for (c, customer) in customers.iter().enumerate() {
+            let body = crate::payloads::envelope(
+                crate::common::PHONE_NUMBER_ID,
+                customer,
+                vec![crate::payloads::text(&format!("wamid.race.{round}.{c}"), customer, "oi")],
+            );
+            assert_eq!(app.post_webhook(&bytes(&body)).await.status(), 200);
+        }
+        app.drain_turns().await;
+    }
+    let rows = db.store.list_outbound(tenant.id).await.unwrap();
+    assert!(rows.len() >= 12, "a reply per turn: {}", rows.len());
+
+    let senders = (0..8).map(|_| {
+        let sender = app.sender.clone();
+        tokio::spawn(async move { while sender.send_next().await.unwrap() != SendOutcome::Empty {} })
+    });
+    for sender in futures::future::join_all(senders).await {
+        sender.unwrap();
+    }
+    assert!(app.drain_outbox().await.is_empty(), "nothing left behind");
+
+    let keys: Vec<String> =
+        graph.sends().iter().map(|s| s.body["biz_opaque_callback_data"].as_str().unwrap().to_owned()).collect();
+    let unique: std::collections::HashSet<&String> = keys.iter().collect();
+    assert_eq!((keys.len(), unique.len()), (rows.len(), rows.len()), "each row sent once");
+    for conversation in rows.iter().map(|r| r.conversation_id).collect::<std::collections::BTreeSet<_>>() {
+        let queued: Vec<&str> =
+            rows.iter().filter(|r| r.conversation_id == conversation).map(|r| r.idempotency_key.as_str()).collect();
+        let sent: Vec<&str> = keys.iter().map(String::as_str).filter(|k| queued.contains(k)).collect();
+        assert_eq!(sent, queued, "conversation {conversation} in order");
+    }
+    assert!(db.store.list_outbound(tenant.id).await.unwrap().iter().all(|r| r.status == "sent"));
+});

@@ -145,7 +145,8 @@ async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
     assert_eq!(notify(&app, WEBHOOK_TOKEN, "evt_early", payment).await, reqwest::StatusCode::OK);
     if given_up {
         // Its looks ran out before the charge was recorded (a create retried after a long outage).
-        let event = db.store.due_payment_events(chrono::Utc::now(), 10).await.unwrap().pop().expect("the stored event");
+        let now = chrono::Utc::now();
+        let event = db.store.claim_payment_event(now, now).await.unwrap().expect("the stored event");
         db.store
             .finish_payment_event(event.id, "unmatched", None, Some("no such charge"), chrono::Utc::now())
             .await
@@ -181,4 +182,34 @@ contract!(a_notification_that_beats_its_charge_pays_it_once_the_charge_exists, |
 
 contract!(a_notification_given_up_as_unmatched_is_processed_when_its_charge_is_recorded, |db| async move {
     early_notification(db, true).await;
+});
+
+// Servers sharing one database: each look at a stored notification is one process's, so its
+// attempts count once and the provider is not asked in parallel; a process that dies mid-look
+// leaves the event to another once the claim's lease is over.
+contract!(a_notification_is_looked_at_by_one_process_at_a_time, |db| async move {
+    let s = Scenario::from_file(db, &merchant_file()).await;
+    let now = db.store.db_time(chrono::Utc::now());
+    let event = balcao::store::NewPaymentEvent {
+        tenant: s.tenant.id,
+        provider: "asaas",
+        event_id: "evt_claimed",
+        ref_kind: "provider_ref",
+        charge_ref: "pay_000000000009",
+    };
+    assert!(db.store.record_payment_event(&event, now).await.unwrap());
+    let lease = now + chrono::TimeDelta::seconds(60);
+    let racers = (0..8).map(|_| {
+        let store = db.store.clone();
+        tokio::spawn(async move { store.claim_payment_event(now, lease).await.unwrap() })
+    });
+    let claims: Vec<_> = futures::future::join_all(racers).await.into_iter().map(Result::unwrap).collect();
+    let won: Vec<_> = claims.iter().flatten().collect();
+    assert_eq!(won.len(), 1, "one claim of {} racers", claims.len());
+    assert_eq!(won[0].event_id, "evt_claimed");
+    assert_eq!(won[0].attempts, 0, "a claim is not an attempt");
+    assert!(db.store.claim_payment_event(now, lease).await.unwrap().is_none(), "held until the lease ends");
+    let after = lease + chrono::TimeDelta::seconds(1);
+    let again = db.store.claim_payment_event(after, after).await.unwrap();
+    assert_eq!(again.map(|e| e.event_id), Some("evt_claimed".to_owned()), "due again after the lease");
 });

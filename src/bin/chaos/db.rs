@@ -1,5 +1,6 @@
 //! The campaign's own view of the database: plain reads of the tables the invariants are
-//! stated on, on either backend (one SQL text; `$n` parameters work on both).
+//! stated on, on either backend (one SQL text; `$n` parameters work on both), and the one write
+//! it makes (aging a proposal past its expiry).
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
@@ -35,6 +36,11 @@ impl Db {
                 SqlitePoolOptions::new().max_connections(4).connect_with(SqliteConnectOptions::from_str(url)?).await?,
             )
         })
+    }
+
+    /// One statement that changes rows of a tenant.
+    pub async fn execute(&self, sql: &str, tenant: i64) -> anyhow::Result<u64> {
+        Ok(on!(self, pool => sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant).execute(pool).await?.rows_affected()))
     }
 
     /// One count, for a tenant.

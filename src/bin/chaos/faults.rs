@@ -21,6 +21,9 @@ pub enum Fault {
     StaleClick,
     /// A typed confirmation racing the button.
     TypedConfirmRace,
+    /// A click on a button whose proposal has expired (its row aged past its expiry, as
+    /// half an hour passing would).
+    ExpiredClick,
     /// SIGKILL of a server process, restarted on the same port.
     Kill,
     /// SIGKILL of a server as the Pix provider receives a charge's creation (between the
@@ -64,6 +67,14 @@ impl Faults {
 
     pub fn snapshot(&self) -> BTreeMap<Fault, u64> {
         self.lock().clone()
+    }
+
+    /// Faults injected so far that hit the processes or their connections, whichever run drew
+    /// them: every run in flight lives through them.
+    pub fn process_faults(&self) -> u64 {
+        use Fault::*;
+        let global = [Kill, KillAtProviderCall, KillAfterClick, Stop, RollingRestart, ConnectionsKilled];
+        self.lock().iter().filter(|(f, _)| global.contains(f)).map(|(_, n)| n).sum()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Fault, u64>> {

@@ -8,7 +8,9 @@
 //!   constraints);
 //! - at most one charge per confirmed action here, and at most one payment per charge at the
 //!   provider, each recorded here;
-//! - a charge paid at the provider is paid here, and announced exactly once to each party;
+//! - a charge paid at the provider is paid here, and announced exactly once to each party; a
+//!   paid deposit's appointment is confirmed;
+//! - a reminder at most once per booking, and a presence confirmed once;
 //! - no message accepted twice by the Graph API for one outbox key, and none recorded as sent
 //!   that Meta never accepted;
 //! - every ledger row terminal (no call left running or with an unknown outcome);
@@ -23,23 +25,32 @@ use chrono::{DateTime, Utc};
 use crate::db::on;
 use crate::run::{Cast, Ctx};
 
-/// Waits until the tenant has no work left: no runnable or running job, no unsettled outbox
-/// row, no payment notification to process, no ledger call in flight. `Some(what)` if it did
-/// not within `timeout`.
+/// Waits until the tenant has no work left: no payment notification to process, no runnable or
+/// running job, no ledger call in flight, no proposal aged past its expiry that the sweep has
+/// not expired yet, no unsettled outbox row. `Some(what)` if it did not within `timeout`.
+///
+/// The checks are separate reads, so work can move from one table to the next between them (a
+/// notification's processing queues the receipts, then closes the event): they go upstream
+/// first, and it takes two quiet passes in a row.
 pub async fn settle(ctx: &Ctx, cast: &Cast, timeout: Duration) -> anyhow::Result<Option<String>> {
     let checks = [
-        ("jobs", "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('completed', 'dead')"),
-        (
-            "outbox rows",
-            "SELECT COUNT(*) FROM outbound_messages WHERE tenant_id = $1 AND status IN ('pending', 'sending', 'unknown')",
-        ),
         ("payment events", "SELECT COUNT(*) FROM payment_events WHERE tenant_id = $1 AND processed_at IS NULL"),
+        ("jobs", "SELECT COUNT(*) FROM jobs WHERE tenant_id = $1 AND state NOT IN ('completed', 'dead')"),
         (
             "ledger calls",
             "SELECT COUNT(*) FROM agent_tool_executions WHERE tenant_id = $1 AND status IN ('running', 'outcome_unknown')",
         ),
+        (
+            "aged proposals",
+            "SELECT COUNT(*) FROM pending_actions WHERE tenant_id = $1 AND status = 'pending' AND expires_at <= created_at",
+        ),
+        (
+            "outbox rows",
+            "SELECT COUNT(*) FROM outbound_messages WHERE tenant_id = $1 AND status IN ('pending', 'sending', 'unknown')",
+        ),
     ];
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut quiet = 0;
     loop {
         let mut busy = Vec::new();
         for (what, sql) in checks {
@@ -48,7 +59,8 @@ pub async fn settle(ctx: &Ctx, cast: &Cast, timeout: Duration) -> anyhow::Result
                 busy.push(format!("{n} {what}"));
             }
         }
-        if busy.is_empty() {
+        quiet = if busy.is_empty() { quiet + 1 } else { 0 };
+        if quiet == 2 {
             return Ok(None);
         }
         if tokio::time::Instant::now() > deadline {
@@ -63,6 +75,7 @@ pub async fn check(ctx: &Ctx, cast: &Cast, acked: &[String]) -> anyhow::Result<V
     inbound(ctx, cast, acked, &mut violations).await?;
     appointments(ctx, cast, &mut violations).await?;
     charges(ctx, cast, &mut violations).await?;
+    reminders(ctx, cast, &mut violations).await?;
     sends(ctx, cast, &mut violations).await?;
     Ok(violations)
 }
@@ -112,9 +125,11 @@ async fn appointments(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::
 }
 
 async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
-    let sql = "SELECT id, action_id, provider_ref, status, customer_phone FROM charges WHERE tenant_id = $1";
-    /// Id, action, provider reference, status, customer phone.
-    type Row = (i64, Option<String>, Option<String>, String, String);
+    let sql = "SELECT c.id, c.action_id, c.provider_ref, c.status, c.customer_phone, a.status \
+               FROM charges c LEFT JOIN appointments a ON a.id = c.appointment_id AND a.tenant_id = c.tenant_id \
+               WHERE c.tenant_id = $1";
+    /// Id, action, provider reference, status, customer phone, its deposit's appointment status.
+    type Row = (i64, Option<String>, Option<String>, String, String, Option<String>);
     let rows: Vec<Row> = on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
     let mut per_action = HashMap::new();
     for (id, action, ..) in &rows {
@@ -124,36 +139,74 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
             out.push(format!("charges {other} and {id} for one action {action}"));
         }
     }
-    let description = format!("Servico{}", cast.index);
-    let payments: Vec<serde_json::Value> =
-        ctx.asaas.payments().into_iter().filter(|p| p["description"] == description.as_str()).collect();
-    if payments.len() > 1 {
-        out.push(format!("{} payments at the provider for one proposed charge", payments.len()));
+    // One payment per description at the provider: the merchant's charge is "Servico<run>",
+    // a deposit's names its service and time.
+    let payments = cast.asaas.payments();
+    let mut per_description: HashMap<&str, usize> = HashMap::new();
+    for payment in &payments {
+        *per_description.entry(payment["description"].as_str().unwrap_or_default()).or_default() += 1;
+    }
+    for (description, n) in per_description {
+        if n > 1 {
+            out.push(format!("{n} payments at the provider for one charge ({description})"));
+        }
     }
     let sent = ctx.graph.sent(&cast.number);
     let told = |to: &str, needle: &str| sent.iter().filter(|s| s.to == to && s.text().contains(needle)).count();
     for payment in &payments {
         let id = payment["id"].as_str().unwrap_or_default();
-        let Some((charge, _, _, status, phone)) = rows.iter().find(|r| r.2.as_deref() == Some(id)) else {
+        let Some((charge, _, _, status, phone, appointment)) = rows.iter().find(|r| r.2.as_deref() == Some(id)) else {
             out.push(format!("payment {id} at the provider is recorded by no charge"));
             continue;
         };
-        if payment["status"] == "RECEIVED" {
-            ctx.coverage.add("charges paid", u64::from(status == "paid"));
-            let customer = phone.trim_start_matches('+');
-            match (status.as_str(), told(customer, "Recebemos seu pagamento"), told(&cast.staff, "Cobrança paga")) {
-                ("paid", 1, 1) => {}
-                (status, to_customer, to_staff) => out.push(format!(
-                    "charge {charge} paid at the provider: {status} here, announced {to_customer}× to the customer \
-                     and {to_staff}× to the merchant"
-                )),
-            }
+        if payment["status"] != "RECEIVED" {
+            continue;
+        }
+        let deposit = payment["description"].as_str().is_some_and(|d| d.starts_with("Sinal"));
+        let (what, to_customer, to_staff) = if deposit {
+            ("deposits paid", "Recebemos o sinal", "Sinal pago")
+        } else {
+            ("charges paid", "Recebemos seu pagamento", "Cobrança paga")
+        };
+        ctx.coverage.add(what, u64::from(status == "paid"));
+        let customer = phone.trim_start_matches('+');
+        match (status.as_str(), told(customer, to_customer), told(&cast.staff, to_staff)) {
+            ("paid", 1, 1) => {}
+            (status, to_customer, to_staff) => out.push(format!(
+                "charge {charge} paid at the provider: {status} here, announced {to_customer}× to the customer \
+                 and {to_staff}× to the merchant"
+            )),
+        }
+        if deposit && appointment.as_deref() != Some("confirmed") {
+            out.push(format!("deposit {charge} paid, its appointment {appointment:?}"));
         }
     }
     Ok(())
 }
 
+/// A reminder at most once per customer (each run books at most one time a reminder comes due
+/// for), and its "Confirmo" answered once.
+async fn reminders(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
+    let sent = ctx.graph.sent(&cast.number);
+    for customer in &cast.customers {
+        let count = |needle: &str| sent.iter().filter(|s| &s.to == customer && s.text().contains(needle)).count();
+        let (reminded, attending) = (count("Lembrete da"), count("Sua presença em"));
+        if reminded > 1 || attending > 1 {
+            out.push(format!("{customer}: {reminded} reminders, presence confirmed {attending}×"));
+        }
+    }
+    let sql = "SELECT COUNT(*) FROM pending_actions WHERE tenant_id = $1 AND kind = 'attendance' \
+               AND status IN ('confirmed', 'executed', 'declined')";
+    ctx.coverage.add("reminders answered", ctx.db.count(sql, cast.tenant).await? as u64);
+    Ok(())
+}
+
 async fn sends(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
+    // The outbox first: a row sent by then was accepted by then, so the fake's later record
+    // holds it.
+    let sql = "SELECT idempotency_key, status FROM outbound_messages WHERE tenant_id = $1";
+    let rows: Vec<(String, String)> =
+        on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
     let sent = ctx.graph.sent(&cast.number);
     ctx.coverage.add("replies sent", sent.len() as u64);
     let mut per_key: HashMap<&str, usize> = HashMap::new();
@@ -168,9 +221,6 @@ async fn sends(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<
             out.push(format!("message {key} accepted {n}× by the Graph API"));
         }
     }
-    let sql = "SELECT idempotency_key, status FROM outbound_messages WHERE tenant_id = $1";
-    let rows: Vec<(String, String)> =
-        on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
     let outbox: HashMap<&str, &str> = rows.iter().map(|(k, s)| (k.as_str(), s.as_str())).collect();
     for (key, status) in &outbox {
         if matches!(*status, "sent" | "delivered" | "read") && !per_key.contains_key(key) {

@@ -41,14 +41,17 @@ use crate::cluster::Cluster;
 use crate::db::Db;
 use crate::faults::{Coverage, Fault, Faults};
 use crate::meta::Meta;
-use crate::psp::fake_asaas::{API_KEY, FakeAsaas, WEBHOOK_TOKEN};
+use crate::psp::fake_asaas::{API_KEY, WEBHOOK_TOKEN};
 use crate::run::Ctx;
 
 /// The servers' job and ledger leases: the shortest the configuration allows, so a frozen or
 /// killed process is taken over within a run.
 const LEASE: Duration = Duration::from_secs(3);
-/// How long a run may take to settle once its script is played.
-const SETTLE: Duration = Duration::from_secs(60);
+/// Runs in flight up to which each run draws its process faults at full probability.
+const FAULT_PARALLEL: f64 = 12.0;
+/// How long a run may take to settle once its script is played: past the longest delay the
+/// design allows, a payment look claimed by a process killed mid-look (the claim's 90 s lease).
+const SETTLE: Duration = Duration::from_secs(150);
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Backend {
@@ -70,7 +73,9 @@ struct Args {
     /// Server processes sharing the database (PostgreSQL only for more than one).
     #[arg(long, default_value_t = 1)]
     processes: usize,
-    /// Runs in flight at once (each its own business).
+    /// Runs in flight at once (each its own business). Above 12, each run draws its process
+    /// faults with 12/parallel of the probability: a kill hits every run in flight, so each
+    /// run still lives through as many as at 12 (the report says how many).
     #[arg(long, default_value_t = 3)]
     parallel: usize,
     /// The PostgreSQL server; the campaign creates and drops a database of its own on it.
@@ -126,7 +131,6 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
     let faults = Faults::default();
     let (graph, statuses) = graph::FakeGraph::start().await?;
     let model = model::FakeModel::start(seed, args.model_error_rate, faults.clone()).await?;
-    let asaas = Arc::new(FakeAsaas::start().await);
     let env = server_env(url, &graph.url, &model.url);
     let cluster = Arc::new(Cluster::start(args.processes, env, dir.to_owned()).await?);
     let meta = Arc::new(Meta::new(cluster.clone(), seed)?);
@@ -135,13 +139,12 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
         meta,
         graph,
         model,
-        asaas,
         store,
         db,
         faults,
         coverage: Coverage::default(),
+        share: (FAULT_PARALLEL / args.parallel.max(1) as f64).min(1.0),
         http: reqwest::Client::new(),
-        charging: tokio::sync::Mutex::new(()),
     };
 
     println!(
@@ -152,19 +155,22 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
     let mut failed = 0u64;
     let mut done = 0u64;
     let mut durations = Vec::new();
+    let mut lived = Vec::new();
     let mut results = futures::stream::iter(0..args.runs)
         .map(|i| {
             let ctx = &ctx;
             let cluster = &cluster;
             async move {
-                let start = Instant::now();
-                (i, one_run(ctx, cluster, i, seed.wrapping_add(i)).await, start.elapsed())
+                let (start, faults) = (Instant::now(), ctx.faults.process_faults());
+                let result = one_run(ctx, cluster, i, seed.wrapping_add(i)).await;
+                (i, result, start.elapsed(), ctx.faults.process_faults() - faults)
             }
         })
         .buffer_unordered(args.parallel.max(1));
-    while let Some((i, result, took)) = results.next().await {
+    while let Some((i, result, took, faults)) = results.next().await {
         done += 1;
         durations.push(took);
+        lived.push(faults);
         let violations = result.unwrap_or_else(|e| vec![format!("the run itself failed: {e:#}")]);
         if !violations.is_empty() {
             failed += 1;
@@ -182,7 +188,8 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
     let elapsed = started.elapsed();
     cluster.shutdown().await;
     let coverage = ctx.coverage.snapshot();
-    report(args, seed, (done, failed), elapsed, &mut durations, &ctx.faults.snapshot(), &coverage);
+    let timing = Timing { elapsed, durations: &mut durations, lived: &mut lived };
+    report(args, seed, (done, failed), timing, &ctx.faults.snapshot(), &coverage);
     ctx.store.close().await;
     // A campaign whose runs stopped reaching the paths it claims to test proves nothing.
     let unexercised: Vec<&str> =
@@ -195,7 +202,15 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
 }
 
 /// What every campaign of 20 runs or more must have done at least once.
-const COVERED: [&str; 4] = ["appointments booked", "appointments cancelled", "charges paid", "replies sent"];
+const COVERED: [&str; 7] = [
+    "appointments booked",
+    "appointments cancelled",
+    "charges paid",
+    "deposits paid",
+    "reminders answered",
+    "expired clicks refused",
+    "replies sent",
+];
 
 /// The command that plays run seed `run_seed` alone, with the campaign's settings.
 fn replay(args: &Args, run_seed: u64) -> String {
@@ -220,7 +235,7 @@ async fn one_run(ctx: &Ctx, cluster: &Cluster, index: u64, seed: u64) -> anyhow:
 }
 
 async fn play_and_check(ctx: &Ctx, cluster: &Cluster, cast: &run::Cast, seed: u64) -> anyhow::Result<Vec<String>> {
-    let sabotage = sabotage::Sabotage { cluster, db: &ctx.db, faults: &ctx.faults, lease: LEASE };
+    let sabotage = sabotage::Sabotage { cluster, db: &ctx.db, faults: &ctx.faults, lease: LEASE, share: ctx.share };
     let plan = rng::Rng::new(seed ^ 0x5AB0_7A6E);
     let (problems, sabotaged) = futures::future::join(run::play(ctx, cast, seed), sabotage.play(plan)).await;
     sabotaged?;
@@ -303,6 +318,9 @@ fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, Stri
         ("ASAAS_API_KEY", API_KEY),
         ("ASAAS_WEBHOOK_TOKEN", WEBHOOK_TOKEN),
         ("BALCAO_DEBOUNCE_MS", "0"),
+        // A provider holding its answer holds a worker for the gateway's 20 s timeout; with
+        // many runs in flight, four workers would queue every other run's turns behind it.
+        ("BALCAO_WORKERS", "16"),
         ("BALCAO_POLL_INTERVAL_MS", "25"),
         ("BALCAO_JOB_LEASE_SECONDS", &lease),
         ("BALCAO_LEDGER_LEASE_SECONDS", &lease),
@@ -323,18 +341,30 @@ fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, Stri
     .collect()
 }
 
+/// How long the campaign and its runs took, and how many process faults each run lived through.
+struct Timing<'a> {
+    elapsed: Duration,
+    durations: &'a mut [Duration],
+    lived: &'a mut [u64],
+}
+
+/// The value at quantile `q` of sorted `values`.
+fn quantile<T: Copy>(values: &[T], q: f64) -> Option<T> {
+    values.get(((values.len() as f64 * q) as usize).min(values.len().saturating_sub(1))).copied()
+}
+
 fn report(
     args: &Args,
     seed: u64,
     (runs, failed): (u64, u64),
-    elapsed: Duration,
-    durations: &mut [Duration],
+    Timing { elapsed, durations, lived }: Timing<'_>,
     faults: &BTreeMap<Fault, u64>,
     coverage: &BTreeMap<&'static str, u64>,
 ) {
     durations.sort();
-    let at = |q: f64| durations.get(((durations.len() as f64 * q) as usize).min(durations.len().saturating_sub(1)));
-    let secs = |d: Option<&Duration>| d.map_or(0.0, Duration::as_secs_f64);
+    lived.sort();
+    let at = |q: f64| quantile(durations, q);
+    let secs = |d: Option<Duration>| d.map_or(0.0, |d| d.as_secs_f64());
     println!("\n| campaign | value |\n|---|---|");
     println!("| database | {:?}, {} process(es), {} runs at once |", args.db, args.processes, args.parallel);
     println!("| seed | {seed} |");
@@ -345,7 +375,14 @@ fn report(
         "| run duration | p50 {:.1} s, p90 {:.1} s, max {:.1} s |",
         secs(at(0.5)),
         secs(at(0.9)),
-        secs(durations.last())
+        secs(durations.last().copied())
+    );
+    println!(
+        "| process faults lived through per run | mean {:.1}, p50 {}, p90 {}, max {} |",
+        lived.iter().sum::<u64>() as f64 / lived.len().max(1) as f64,
+        quantile(lived, 0.5).unwrap_or(0),
+        quantile(lived, 0.9).unwrap_or(0),
+        lived.last().copied().unwrap_or(0)
     );
     println!("\n| fault injected | count |\n|---|---|");
     for (fault, n) in faults {

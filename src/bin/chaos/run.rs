@@ -1,11 +1,9 @@
-//! One run: a fresh business (its own tenant, phone number and staff), a few customers and a
-//! script drawn from the run's seed: customers book (the model repeating itself), some forget
-//! and book again, some move their booking (maybe onto another's time), some cancel with a button (double clicks, a typed "yes" racing the click,
-//! stale clicks later); the merchant sends a Pix charge confirmed by a button, the provider
-//! fails or times out after creating it, the payment is notified several times, sometimes
-//! before the charge's own response or late; every server is killed while the
-//! provider holds its answer to a charge's creation, or just after a click. Meanwhile the [`crate::sabotage`] plan kills, freezes and
-//! restarts servers. Then the run waits for the system to settle and checks the invariants.
+//! One run: a fresh business (its own tenant, phone number, staff and Asaas account), a few
+//! customers and a script drawn from the run's seed: each customer's part is in
+//! [`customer`] (bookings, moves, cancellations by button, deposits, reminders answered), the
+//! merchant's in [`merchant`] (a Pix charge confirmed by a button and paid). Meanwhile the
+//! [`crate::sabotage`] plan kills, freezes and restarts servers. Then the run waits for the
+//! system to settle and checks the invariants.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,15 +12,14 @@ use anyhow::Context;
 use balcao::actions::{ClickId, Decision};
 use balcao::store::{CatalogStore, Store, TenantStore};
 use balcao::tenant::TenantSpec;
-use chrono::{TimeDelta, Utc};
-use serde_json::json;
+use chrono::{DateTime, Datelike, DurationRound, TimeDelta, Utc, Weekday};
 
 use crate::db::Db;
 use crate::faults::{Coverage, Fault, Faults};
 use crate::graph::{FakeGraph, GraphFault, Sent};
 use crate::meta::{self, Meta};
 use crate::model::FakeModel;
-use crate::psp::fake_asaas::{FakeAsaas, Fault as PspFault, Route, WEBHOOK_TOKEN};
+use crate::psp::fake_asaas::FakeAsaas;
 use crate::rng::Rng;
 
 /// How long a step waits for the answer it expects; a missing answer is not itself a
@@ -33,15 +30,14 @@ pub struct Ctx {
     pub meta: Arc<Meta>,
     pub graph: FakeGraph,
     pub model: FakeModel,
-    pub asaas: Arc<FakeAsaas>,
     pub store: Store,
     pub db: Db,
     pub faults: Faults,
     pub coverage: Coverage,
     pub http: reqwest::Client,
-    /// One run's charge creation at a time at the shared Asaas fake, so the fault a run queues
-    /// for its own create meets that create.
-    pub charging: tokio::sync::Mutex<()>,
+    /// The share of its full probability with which a run draws each process fault (1 up to
+    /// 12 runs in flight): a kill hits every run in flight.
+    pub share: f64,
 }
 
 /// Who is who in one run.
@@ -53,7 +49,16 @@ pub struct Cast {
     pub staff: String,
     pub customers: Vec<String>,
     pub service: i64,
+    /// A service booked on hold until its Pix deposit is paid.
+    pub deposit_service: i64,
     pub professional: i64,
+    /// A start whose reminder comes due a minute or two into the run: the professional's hours
+    /// on its day open at that minute, so it is a slot. `None` late in the local evening.
+    pub reminder_at: Option<DateTime<Utc>>,
+    /// The business's own Asaas account: the faults a run queues meet its own requests, and
+    /// every run's payments have the same ids (`pay_000000000001`), which tenant scoping keeps
+    /// apart.
+    pub asaas: FakeAsaas,
 }
 
 impl Cast {
@@ -64,27 +69,68 @@ impl Cast {
         let number = format!("77{index:010}");
         let staff = format!("5511970{:06}", index % 1_000_000);
         let customers = (0..customers).map(|c| format!("55118{:05}{c:03}", index % 100_000)).collect();
-        let spec = TenantSpec::parse(&tenant_file(index, &slug, &number, &staff, &ctx.asaas.loopback.url))
+        let asaas = FakeAsaas::start().await;
+        let reminder_at = reminder_start(Utc::now())?;
+        let hours = hours(reminder_at)?;
+        let spec = TenantSpec::parse(&tenant_file(index, &slug, &number, &staff, &hours, &asaas.loopback.url))
             .context("the chaos tenant file")?;
         let outcome = ctx.store.apply_tenant(&spec, Utc::now()).await?;
         ctx.store.apply_catalog(outcome.id(), &spec.catalog).await?;
         let tenant = outcome.id().0;
-        let first = |table: &str| format!("SELECT MIN(id) FROM {table} WHERE tenant_id = $1");
-        let service = ctx.db.count(&first("services"), tenant).await?;
-        let professional = ctx.db.count(&first("professionals"), tenant).await?;
-        Ok(Self { index, tenant, slug, number, staff, customers, service, professional })
+        let id = |f: &str, table: &str| format!("SELECT {f}(id) FROM {table} WHERE tenant_id = $1");
+        let service = ctx.db.count(&id("MIN", "services"), tenant).await?;
+        let deposit_service = ctx.db.count(&id("MAX", "services"), tenant).await?;
+        let professional = ctx.db.count(&id("MIN", "professionals"), tenant).await?;
+        Ok(Self {
+            index,
+            tenant,
+            slug,
+            number,
+            staff,
+            customers,
+            service,
+            deposit_service,
+            professional,
+            reminder_at,
+            asaas,
+        })
     }
 }
 
-fn tenant_file(index: u64, slug: &str, number: &str, staff: &str, asaas: &str) -> String {
-    let hours =
-        ["mon", "tue", "wed", "thu", "fri", "sat", "sun"].map(|d| format!("{d} = [\"08:00-20:00\"]\n")).concat();
+/// A start on the next minute but one, [`REMINDER_HOURS`] ahead, unless it is too late in the
+/// local day for a 30-minute service.
+fn reminder_start(now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
+    let soon = (now + TimeDelta::seconds(30)).duration_round_up(TimeDelta::minutes(1))?;
+    let at = soon + TimeDelta::hours(REMINDER_HOURS);
+    Ok((local(at)?.time() <= chrono::NaiveTime::from_hms_opt(23, 25, 0).context("a time")?).then_some(at))
+}
+
+/// The professional's hours: all day on a 30-minute grid, except the reminder's day, which
+/// opens at the reminder's start.
+fn hours(reminder_at: Option<DateTime<Utc>>) -> anyhow::Result<String> {
+    let opening = reminder_at.map(local).transpose()?;
+    let days = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri, Weekday::Sat, Weekday::Sun];
+    Ok(days
+        .map(|day| {
+            let open = match opening {
+                Some(at) if at.weekday() == day => at.format("%H:%M").to_string(),
+                _ => "00:00".to_owned(),
+            };
+            format!("{} = [\"{open}-23:55\"]\n", day.to_string().to_lowercase())
+        })
+        .concat())
+}
+
+/// Reminders [`REMINDER_HOURS`] before; a second service that asks for a deposit.
+fn tenant_file(index: u64, slug: &str, number: &str, staff: &str, hours: &str, asaas: &str) -> String {
     format!(
         "name = \"Chaos run {index}\"\nslug = \"{slug}\"\ntimezone = \"America/Sao_Paulo\"\n\
          staff = [\"+{staff}\"]\n[whatsapp]\nphone_number_id = \"{number}\"\n\
          [booking]\nmin_notice_minutes = 0\nhorizon_days = 60\nslot_step_minutes = 30\n\
+         [reminders]\nhours_before = {REMINDER_HOURS}\n\
          [[services]]\nname = \"Corte\"\nduration_minutes = 30\nprice = \"50.00\"\n\
-         [[professionals]]\nname = \"Zé\"\nservices = [\"Corte\"]\n[professionals.hours]\n{hours}\
+         [[services]]\nname = \"Coloração\"\nduration_minutes = 30\nprice = \"100.00\"\ndeposit = \"20.00\"\n\
+         [[professionals]]\nname = \"Zé\"\nservices = [\"Corte\", \"Coloração\"]\n[professionals.hours]\n{hours}\
          [pix]\ngateway = \"asaas\"\nbase_url = \"{asaas}/v3\"\napi_key_env = \"ASAAS_API_KEY\"\n\
          webhook_secret_env = \"ASAAS_WEBHOOK_TOKEN\"\nkey = \"caixa@chaos.example\"\nkey_type = \"email\"\n\
          merchant_name = \"Chaos\"\nmerchant_city = \"Sao Paulo\"\n"
@@ -127,6 +173,9 @@ pub async fn play(ctx: &Ctx, cast: &Cast, seed: u64) -> anyhow::Result<Vec<Strin
     }
     Ok(std::mem::take(&mut *player.problems.lock().unwrap_or_else(std::sync::PoisonError::into_inner)))
 }
+
+mod customer;
+mod merchant;
 
 struct Player<'a> {
     ctx: &'a Ctx,
@@ -199,188 +248,27 @@ impl Player<'_> {
         };
         futures::future::join(futures::future::join_all(clicks), typed).await;
     }
-
-    async fn customer(&self, c: usize, slot: u64, mut rng: Rng) -> anyhow::Result<()> {
-        let me = self.cast.customers[c].clone();
-        self.ask(&mut rng, &me, "oi").await;
-        if !rng.chance(0.8) {
-            return Ok(());
-        }
-        let (at, alt) = start(slot)?;
-        let book = format!(
-            "#book service={} professional={} at={at} alt={alt} copies={}",
-            self.cast.service,
-            self.cast.professional,
-            rng.between(1, 3)
-        );
-        self.ask(&mut rng, &me, &book).await;
-        if rng.chance(0.3) {
-            self.ctx.faults.add(Fault::ModelForgets);
-            self.ask(&mut rng, &me, &book).await;
-        }
-        if rng.chance(0.3)
-            && let Some(booking) = self.booking_of(&me).await?
-        {
-            // A move, maybe onto another customer's time (the overlap constraint decides).
-            let (to, _) = start(rng.below(6))?;
-            let moving = format!("#move booking={booking} at={to} copies={}", rng.between(1, 2));
-            self.ask(&mut rng, &me, &moving).await;
-        }
-        if !rng.chance(0.5) {
-            return Ok(());
-        }
-        let Some(booking) = self.booking_of(&me).await? else { return Ok(()) };
-        let before = self.ctx.graph.count_to(&self.cast.number, &me);
-        let cancel = format!("#cancel booking={booking} copies={}", rng.between(1, 2));
-        self.text(&mut rng, &me, &cancel).await;
-        let offer = self.ctx.graph.wait_for(&self.cast.number, &me, before, STEP, |s| !s.buttons().is_empty()).await;
-        let Some(confirm) = offer.and_then(|o| confirm_button(&o)) else { return Ok(()) };
-        let before = self.ctx.graph.count_to(&self.cast.number, &me);
-        let (times, typed) = (rng.between(1, 3), rng.chance(0.25));
-        self.click(&mut rng, &me, &confirm, times, typed).await;
-        if rng.chance(0.1) {
-            // Every server, so the one that took the click is among them.
-            self.ctx.faults.add(Fault::KillAfterClick);
-            tokio::time::sleep(Duration::from_millis(rng.below(150))).await;
-            self.ctx.meta.cluster.kill_all().await?;
-        }
-        self.ctx.graph.wait_for(&self.cast.number, &me, before, STEP, |_| true).await;
-        if rng.chance(0.3) {
-            self.ctx.faults.add(Fault::StaleClick);
-            self.click(&mut rng, &me, &confirm, 1, false).await;
-        }
-        Ok(())
-    }
-
-    async fn merchant(&self, mut rng: Rng) -> anyhow::Result<()> {
-        let staff = self.cast.staff.clone();
-        let customer = self.cast.customers[0].clone();
-        // The customer must have written first (a charge outside the 24-hour window is a template).
-        self.ctx.graph.wait_for(&self.cast.number, &customer, 0, STEP, |_| true).await;
-        let description = format!("Servico{}", self.cast.index);
-        let amount = rng.between(10, 200);
-        let before = self.ctx.graph.count_to(&self.cast.number, &staff);
-        let copies = rng.between(1, 3);
-        let charge = format!("#charge phone=+{customer} amount={amount}.00 desc={description} copies={copies}");
-        self.text(&mut rng, &staff, &charge).await;
-        let offer = self.ctx.graph.wait_for(&self.cast.number, &staff, before, STEP, |s| !s.buttons().is_empty()).await;
-        let Some(confirm) = offer.and_then(|o| confirm_button(&o)) else { return Ok(()) };
-        // Our create meets our fault: one run's charge at a time until the provider has it.
-        let charging = self.ctx.charging.lock().await;
-        let (hang, kill_at_call) = match rng.below(5) {
-            0 => {
-                self.ctx.faults.add(Fault::ProviderError);
-                self.ctx.asaas.fail(Route::CreatePayment, PspFault::Respond(500, json!({ "errors": [] })));
-                (false, false)
-            }
-            1 => {
-                self.ctx.faults.add(Fault::ProviderTimeoutAfterCommit);
-                self.ctx.asaas.fail(Route::CreatePayment, PspFault::ActThenHang);
-                (true, false)
-            }
-            // The provider creates the payment and holds its answer while every server is
-            // killed: the one that called dies between the provider call and its record.
-            2 => {
-                self.ctx.asaas.fail(Route::CreatePayment, PspFault::ActThenHang);
-                (true, true)
-            }
-            _ => (false, false),
-        };
-        let times = rng.between(1, 3);
-        self.click(&mut rng, &staff, &confirm, times, false).await;
-        // The payment, as the provider holds it.
-        let mut payment = None;
-        let mut killed = false;
-        for _ in 0..(STEP.as_millis() / 50) {
-            payment = self.ctx.asaas.payments().into_iter().find(|p| p["description"] == description.as_str());
-            if payment.is_some() && kill_at_call && !killed {
-                self.ctx.faults.add(Fault::KillAtProviderCall);
-                self.ctx.meta.cluster.kill_all().await?;
-                killed = true;
-            }
-            if payment.is_some() && (hang || self.charge_recorded(&description).await?) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        drop(charging);
-        let Some(id) = payment.and_then(|p| p["id"].as_str().map(str::to_owned)) else {
-            self.problem(format!("the confirmed charge {description} never reached the provider"));
-            return Ok(());
-        };
-        if hang {
-            self.ctx.faults.add(Fault::EarlyNotification);
-        }
-        self.ctx.asaas.update(&id, json!({ "status": "RECEIVED" }));
-        let copies = rng.between(1, 3);
-        if copies > 1 {
-            self.ctx.faults.add(Fault::DuplicateNotification);
-        }
-        if rng.chance(0.3) {
-            self.ctx.faults.add(Fault::DelayedNotification);
-            tokio::time::sleep(Duration::from_millis(rng.between(200, 2_000))).await;
-        }
-        let event = format!("evt_chaos_{}_{id}", self.cast.index);
-        futures::future::join_all((0..copies).map(|_| self.notify(&event, &id))).await;
-        self.ctx
-            .graph
-            .wait_for(&self.cast.number, &customer, 0, STEP, |s| s.text().contains("Recebemos seu pagamento"))
-            .await;
-        if rng.chance(0.3) {
-            self.ctx.faults.add(Fault::StaleClick);
-            self.click(&mut rng, &staff, &confirm, 1, false).await;
-        }
-        Ok(())
-    }
-
-    /// The customer's latest confirmed appointment.
-    async fn booking_of(&self, wa_id: &str) -> anyhow::Result<Option<i64>> {
-        let sql = format!(
-            "SELECT COALESCE(MAX(a.id), 0) FROM appointments a JOIN contacts c ON c.id = a.contact_id \
-             WHERE a.tenant_id = $1 AND c.wa_id = '{wa_id}' AND a.status = 'confirmed'"
-        );
-        Ok(Some(self.ctx.db.count(&sql, self.cast.tenant).await?).filter(|id| *id > 0))
-    }
-
-    async fn charge_recorded(&self, description: &str) -> anyhow::Result<bool> {
-        let sql = format!(
-            "SELECT COUNT(*) FROM charges WHERE tenant_id = $1 AND description = '{description}' \
-             AND provider_ref IS NOT NULL"
-        );
-        Ok(self.ctx.db.count(&sql, self.cast.tenant).await? > 0)
-    }
-
-    /// Asaas's notification, to a random server, retried until it is answered 200.
-    async fn notify(&self, event: &str, payment: &str) {
-        let body = json!({ "id": event, "event": "PAYMENT_RECEIVED", "dateCreated": "2026-12-03 10:00:00",
-                           "payment": { "object": "payment", "id": payment } });
-        for _ in 0..300 {
-            let url = self.ctx.meta.random_url();
-            let sent = self
-                .ctx
-                .http
-                .post(format!("{url}/webhooks/pix/{}/asaas", self.cast.slug))
-                .header("asaas-access-token", WEBHOOK_TOKEN)
-                .json(&body)
-                .send()
-                .await;
-            if sent.is_ok_and(|r| r.status() == 200) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        self.problem(format!("payment notification {event} never acknowledged"));
-    }
 }
 
-/// Start `slot` of six: in two or three days, 10:00, 10:30 or 11:00 in São Paulo (UTC-3), in
-/// UTC and with the local offset (two spellings of one instant).
-fn start(slot: u64) -> anyhow::Result<(String, String)> {
-    let day = Utc::now().date_naive() + TimeDelta::days(2 + (slot / 3) as i64);
+/// How long before its start a booking's reminder is due (the chaos tenant's setting): far
+/// enough that the runs' ordinary bookings, three or four days ahead, never get one.
+pub const REMINDER_HOURS: i64 = 48;
+
+/// Start `slot` of six: in three or four days, 10:00, 10:30 or 11:00 in São Paulo (UTC-3).
+fn start(slot: u64) -> anyhow::Result<DateTime<Utc>> {
+    let day = Utc::now().date_naive() + TimeDelta::days(3 + (slot / 3) as i64);
     let minute = 13 * 60 + 30 * (slot % 3) as i64;
-    let at = day.and_hms_opt(0, 0, 0).context("midnight")?.and_utc() + TimeDelta::minutes(minute);
-    let local = at.with_timezone(&chrono::FixedOffset::west_opt(3 * 3600).context("offset")?);
-    Ok((at.format("%Y-%m-%dT%H:%M:%SZ").to_string(), local.format("%Y-%m-%dT%H:%M:%S%:z").to_string()))
+    Ok(day.and_hms_opt(0, 0, 0).context("midnight")?.and_utc() + TimeDelta::minutes(minute))
+}
+
+/// `at` in São Paulo (UTC-3, no daylight saving time since 2019).
+fn local(at: DateTime<Utc>) -> anyhow::Result<DateTime<chrono::FixedOffset>> {
+    Ok(at.with_timezone(&chrono::FixedOffset::west_opt(3 * 3600).context("offset")?))
+}
+
+/// `at` in UTC and with the local offset: two spellings of one instant.
+fn spell(at: DateTime<Utc>) -> anyhow::Result<(String, String)> {
+    Ok((at.format("%Y-%m-%dT%H:%M:%SZ").to_string(), local(at)?.format("%Y-%m-%dT%H:%M:%S%:z").to_string()))
 }
 
 /// The Confirmar id of an offer's buttons.

@@ -15,15 +15,18 @@ pub struct Sabotage<'a> {
     pub faults: &'a Faults,
     /// The servers' job and ledger lease.
     pub lease: Duration,
+    /// The share of each fault's probability this run draws ([`crate::run::Ctx::share`]).
+    pub share: f64,
 }
 
 impl Sabotage<'_> {
     pub async fn play(&self, mut rng: Rng) -> anyhow::Result<()> {
         let n = self.cluster.len() as u64;
-        let kill = rng.chance(0.3).then(|| (rng.below(2_000), rng.below(n) as usize, rng.below(500)));
-        let stop = rng.chance(0.05).then(|| (rng.below(1_500), rng.below(n) as usize));
-        let rolling = n > 1 && rng.chance(0.03);
-        let terminate = matches!(self.db, Db::Postgres(_)) && rng.chance(0.3);
+        let share = self.share;
+        let kill = rng.chance(0.3 * share).then(|| (rng.below(2_000), rng.below(n) as usize, rng.below(500)));
+        let stop = rng.chance(0.05 * share).then(|| (rng.below(1_500), rng.below(n) as usize));
+        let rolling = n > 1 && rng.chance(0.03 * share);
+        let terminate = matches!(self.db, Db::Postgres(_)) && rng.chance(0.3 * share);
         let terminate_at = rng.below(2_000);
         let kill = async {
             if let Some((at, i, down)) = kill {

@@ -23,10 +23,18 @@ const MAX_HEAD: usize = 64 * 1024;
 
 /// A loopback HTTP server whose listener can close a connection, unanswered, as soon as a
 /// chosen request arrives. Every answer says `Connection: close`, so each request comes on a
-/// new connection and passes through the listener.
+/// new connection and passes through the listener. Dropping it closes the listener (the chaos
+/// campaign starts one per run).
 pub struct Loopback {
     pub url: String,
     resets: Arc<Mutex<Vec<String>>>,
+    server: tokio::task::AbortHandle,
+}
+
+impl Drop for Loopback {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
 }
 
 impl Loopback {
@@ -36,10 +44,11 @@ impl Loopback {
         let resets = Arc::new(Mutex::new(Vec::new()));
         let listener = ResettingListener { inner, resets: resets.clone() };
         let app = app.layer(axum::middleware::map_response(close_after));
-        tokio::spawn(async move {
+        let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
-        });
-        Self { url, resets }
+        })
+        .abort_handle();
+        Self { url, resets, server }
     }
 
     /// The next request whose request line starts with `prefix` (`POST /v1/payments`) has its
