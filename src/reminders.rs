@@ -35,22 +35,20 @@ use crate::whatsapp::OutboundMessage;
 /// The longest offset any tenant may configure (the tenant file's limit).
 const MAX_OFFSET: TimeDelta = TimeDelta::hours(24 * 14);
 
-/// Sends every reminder due at `now`; returns how many were recorded.
+/// Sends every reminder due at `now`; returns how many were recorded. The store picks the due
+/// ones (the tenant's offset is applied in the query), so each sweep reads only what it sends;
+/// their tenants are loaded once per sweep.
 pub async fn send_due(store: &Store, replier: &Replier, now: DateTime<Utc>) -> anyhow::Result<usize> {
     let mut tenants: HashMap<TenantId, Option<Tenant>> = HashMap::new();
     let mut sent = 0;
-    for (tenant_id, appointment, created_at) in store.appointments_starting(now, now + MAX_OFFSET).await? {
+    for (tenant_id, appointment) in store.reminders_due(now, now + MAX_OFFSET).await? {
         let tenant = match tenants.entry(tenant_id) {
             Entry::Occupied(known) => known.into_mut(),
             Entry::Vacant(slot) => slot.insert(store.tenant(tenant_id).await?),
         };
-        let Some(tenant) = tenant else { continue };
-        let hours = tenant.settings.reminders.hours_before;
-        let offset = TimeDelta::hours(i64::from(hours));
-        let due_at = appointment.starts_at - offset;
-        if hours == 0 || due_at > now || created_at > due_at {
-            continue;
-        }
+        // Gone, or reminders turned off since the query.
+        let Some(tenant) = tenant.as_ref().filter(|t| t.settings.reminders.hours_before > 0) else { continue };
+        let offset = TimeDelta::hours(i64::from(tenant.settings.reminders.hours_before));
         if remind(store, replier, tenant, &appointment, offset, now).await? {
             sent += 1;
         }

@@ -40,6 +40,7 @@ fn refused(text: ActionText<'_>) -> ToolFailure {
 fn gateway_failure(e: GatewayError) -> ToolFailure {
     match e {
         GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
+        GatewayError::WindowClosed => ToolFailure::Transient(GatewayError::WindowClosed.to_string()),
         // The merchant must fix the credentials: said plainly, and kept (not retried blindly).
         GatewayError::Unauthorized(reason) => ToolFailure::Permanent {
             message: format!("the Pix provider refused the credentials; check the [pix] settings: {reason}"),
@@ -93,8 +94,15 @@ pub async fn create_charge(
         description: order.description.to_owned(),
         expires_at: order.expires_at,
         payer: Payer { phone: order.customer_phone.clone(), name: contact.profile_name.clone() },
+        window: call.window.clone(),
     };
     let gateway = gateways.for_tenant(tenant.id, &settings).map_err(gateway_failure)?;
+    // Taken over from a worker that may still be sending (frozen past its lease, or an earlier
+    // attempt of this turn): a provider that does not deduplicate would take its create and
+    // ours, so its create gets time to land before the lookup below can see it.
+    if let (Some(until), Some(lands)) = (attempt.predecessor_sends_until, gateway.late_create_window()) {
+        tokio::time::sleep_until((until + lands).into()).await;
+    }
     // After an unknown outcome (or an attempt that died mid-call) the provider may hold the
     // charge already: look it up before creating.
     let looked_up = match attempt.previous {

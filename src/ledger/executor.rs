@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::key::{KeyScope, LedgerKey, derive_key, fingerprint};
 use super::spec::{Effect, InputError, NormalizedArgs, ToolSpec};
+use super::window::SendWindow;
 use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
 use crate::jobs::to_delta;
@@ -50,6 +51,10 @@ pub struct Attempt {
     /// The state the row was taken over from: `OutcomeUnknown` (or `Running`, an attempt that
     /// died) tells the handler to look the effect up before creating it.
     pub previous: Option<LedgerState>,
+    /// Taken over from a row left running: until when its holder may still send an outside
+    /// request (see `ledger::window`). A handler calling a provider that does not deduplicate
+    /// waits this out, plus the request's timeout, before it looks the effect up.
+    pub predecessor_sends_until: Option<Instant>,
 }
 
 impl Attempt {
@@ -76,6 +81,9 @@ pub struct ToolCall<'a> {
     /// For writes: the ledger key, to pass on to outside systems.
     pub key: Option<&'a LedgerKey>,
     pub attempt: Option<Attempt>,
+    /// While it is open, the attempt still holds its lease: requests with an outside effect
+    /// are sent only then. Always open for reads.
+    pub window: SendWindow,
 }
 
 /// How a handler failed.
@@ -220,7 +228,7 @@ impl Executor {
             Err(e) => return Ok(Outcome::Invalid(e)),
         };
         let Effect::Write { policy, on_conflict } = spec.effect else {
-            let call = ToolCall { ctx, args: &args, key: None, attempt: None };
+            let call = ToolCall { ctx, args: &args, key: None, attempt: None, window: SendWindow::unbounded() };
             return Ok(match tool.run(&call).await {
                 Ok(v) => Outcome::Executed(v),
                 Err(ToolFailure::Permanent { message, details } | ToolFailure::Refused { message, details }) => {
@@ -236,6 +244,8 @@ impl Executor {
         let arguments = args.to_value();
         let tenant = ctx.tenant.id;
         // Leases are on the database's clock (see `Store::db_time`); the handler keeps `ctx.now`.
+        // The send window runs on the monotonic clock from the same moment.
+        let taken = Instant::now();
         let now = self.store.db_time(ctx.now);
         let lease_until = now + to_delta(self.lease);
 
@@ -255,8 +265,9 @@ impl Executor {
             let row = match self.store.reserve_execution(&new, now, lease_until).await? {
                 Reservation::Fresh(id) => {
                     tracing::info!(tool = spec.name, %key, "executing");
-                    let attempt = Attempt { execution: id, generation: 1, previous: None };
-                    return self.hold_and_run(tool, ctx, &args, &key, attempt, now).await;
+                    let attempt =
+                        Attempt { execution: id, generation: 1, previous: None, predecessor_sends_until: None };
+                    return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
                 }
                 Reservation::Repeat(row) => *row,
             };
@@ -277,8 +288,13 @@ impl Executor {
                     };
                     if let Some(generation) = self.store.take_over_execution(&takeover, now, lease_until).await? {
                         tracing::warn!(tool = spec.name, %key, generation, previous = %row.status, "took over");
-                        let attempt = Attempt { execution: row.id, generation, previous: row.state() };
-                        return self.hold_and_run(tool, ctx, &args, &key, attempt, now).await;
+                        let attempt = Attempt {
+                            execution: row.id,
+                            generation,
+                            previous: row.state(),
+                            predecessor_sends_until: self.predecessor_sends_until(&row, now),
+                        };
+                        return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
                     }
                 }
             }
@@ -286,8 +302,20 @@ impl Executor {
         Ok(Outcome::AlreadyInProgress)
     }
 
+    /// Until when the holder of `row`, taken over now, may still send an outside request: a
+    /// row left running after its lease ran out was held by an attempt whose window closed
+    /// before it; one taken from a live earlier attempt of the same turn may have been renewed
+    /// a moment ago, for a whole lease.
+    fn predecessor_sends_until(&self, row: &ExecutionRecord, now: DateTime<Utc>) -> Option<Instant> {
+        (row.state() == Some(LedgerState::Running)).then(|| {
+            let live = row.locked_until.is_some_and(|until| until > now);
+            Instant::now() + if live { self.lease } else { Duration::ZERO }
+        })
+    }
+
     /// Runs the handler while renewing the lease, then stores the outcome under the same
-    /// generation.
+    /// generation. `taken` is when the lease was taken, on the database's clock and on the
+    /// monotonic one.
     async fn hold_and_run(
         &self,
         tool: &dyn Tool,
@@ -295,22 +323,29 @@ impl Executor {
         args: &NormalizedArgs,
         key: &LedgerKey,
         attempt: Attempt,
-        now: DateTime<Utc>,
+        (now, taken): (DateTime<Utc>, Instant),
     ) -> anyhow::Result<Outcome> {
         let id = attempt.execution;
-        let started = Instant::now();
-        let clock = || now + to_delta(started.elapsed());
-        let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt) };
+        let clock = || now + to_delta(taken.elapsed());
+        let window = SendWindow::for_lease(taken, self.lease);
+        let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt), window: window.clone() };
         let tenant = ctx.tenant.id;
         let renew = async {
             let mut held_until = now + to_delta(self.lease);
             loop {
                 tokio::time::sleep(self.lease / 3).await;
+                let beat = Instant::now();
                 let now = clock();
                 let until = now + to_delta(self.lease);
                 match self.store.renew_execution(tenant, id, attempt.generation, now, until).await {
-                    Ok(true) => held_until = until,
-                    Ok(false) => return,
+                    Ok(true) => {
+                        held_until = until;
+                        window.renewed(beat, self.lease);
+                    }
+                    Ok(false) => {
+                        window.close();
+                        return;
+                    }
                     // Could not renew: go on only while the lease we hold is surely valid, or a
                     // second holder could run alongside us.
                     Err(e) if now + to_delta(self.lease / 3) < held_until => {
@@ -318,6 +353,7 @@ impl Executor {
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "ledger lease could not be renewed before it ran out");
+                        window.close();
                         return;
                     }
                 }

@@ -39,7 +39,10 @@
 //!   replaying a success that is no longer true;
 //! - the handler receives the key and the attempt (generation, previous state), so it can pass
 //!   the key to outside systems and, after an unknown outcome, look the effect up before
-//!   creating it again.
+//!   creating it again;
+//! - the fence cannot reach a provider, so a handler sends an outside request only while its
+//!   [`SendWindow`] shows the lease still held, and an attempt that took over a running row is
+//!   told until when its predecessor could still send ([`window`] explains both).
 //!
 //! Where this goes beyond the designs in `reference/idempotency-anchors.md`: typed, versioned
 //! normalization (Powertools hashes raw JSON), a fingerprint conflict that explains itself
@@ -52,11 +55,13 @@ mod executor;
 mod key;
 pub mod normalize;
 mod spec;
+mod window;
 
 pub use executor::{Attempt, CallContext, Executor, Fence, Outcome, Tool, ToolCall, ToolFailure};
 pub use key::{KeyScope, LedgerKey, MissingTrigger, derive_key, fingerprint};
 pub use normalize::{FieldKind, NORMALIZATION_VERSION};
 pub use spec::{Effect, FieldSpec, InputError, KeyPolicy, NormalizedArgs, ToolSpec};
+pub use window::SendWindow;
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;

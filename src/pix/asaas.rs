@@ -11,7 +11,12 @@
 //!   caller's lease that keeps two attempts of one key from running at once, is what makes the
 //!   charge exactly-once: Asaas does not enforce `externalReference` uniqueness, so two
 //!   concurrent creates for one key could both post (this is Asaas's own advice: "consulte o
-//!   resultado da tentativa anterior antes de criar novamente").
+//!   resultado da tentativa anterior antes de criar novamente");
+//! - a lease does not stop a worker frozen past it from posting when it wakes, after another
+//!   attempt's lookup found nothing (the fault campaign found exactly that: two payments for
+//!   one charge). So the payment is posted only while the request's send window is open, and
+//!   [`PixGateway::late_create_window`] is the client's timeout, which an attempt that took
+//!   over waits out before looking up.
 //!
 //! Customers: Asaas lists customers by `externalReference` (no phone filter is documented), so
 //! ours carry `wa:<phone digits>`. A race can leave two customers for one phone: harmless. They
@@ -57,6 +62,7 @@ const WEBHOOK_TOKEN_HEADER: &str = "asaas-access-token";
 
 pub struct AsaasGateway {
     http: reqwest::Client,
+    timeout: Duration,
     base: Url,
     /// Marked sensitive: never printed by `Debug`.
     api_key: HeaderValue,
@@ -78,12 +84,14 @@ impl AsaasGateway {
         // either way works.
         let raw = provider.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim().trim_end_matches('/');
         let base = http::base_url(raw.strip_suffix("/v3").unwrap_or(raw))?;
-        Ok(Self { http: http::client(http::DEFAULT_TIMEOUT)?, base, api_key, webhook_token })
+        let timeout = settings.provider.timeout.unwrap_or(http::DEFAULT_TIMEOUT);
+        Ok(Self { http: http::client(timeout)?, timeout, base, api_key, webhook_token })
     }
 
     /// The same gateway with another request timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, GatewayError> {
         self.http = http::client(timeout)?;
+        self.timeout = timeout;
         Ok(self)
     }
 
@@ -157,8 +165,16 @@ impl PixGateway for AsaasGateway {
             "description": cut(&req.description, MAX_DESCRIPTION_CHARS),
             "externalReference": req.txid.as_str(),
         });
+        // Checked last, right before the one request a frozen worker must not send late.
+        if !req.window.is_open() {
+            return Err(GatewayError::WindowClosed);
+        }
         let payment: Payment = self.post(&["payments"], &body).await?;
         self.charge(req, payment).await
+    }
+
+    fn late_create_window(&self) -> Option<Duration> {
+        Some(self.timeout)
     }
 
     async fn find(&self, req: &ChargeRequest) -> Result<Option<CreatedCharge>, GatewayError> {

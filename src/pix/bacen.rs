@@ -132,7 +132,7 @@ impl BacenGateway {
                 None => Vec::new(),
             },
         };
-        let http = build_client(&tls, CONNECT_TIMEOUT, REQUEST_TIMEOUT)?;
+        let http = build_client(&tls, CONNECT_TIMEOUT, provider.timeout.unwrap_or(REQUEST_TIMEOUT))?;
         Ok(Self {
             http,
             tls,

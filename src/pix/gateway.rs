@@ -10,14 +10,20 @@
 //!   not exist: the caller calls `find` first and calls `create` again only when `find`
 //!   returns `None`. A new key or txid is never minted for a retry.
 //! - [`GatewayError::Rejected`] is permanent for this request: retrying cannot succeed.
+//! - a gateway whose provider does not deduplicate creates (Asaas) sends one only while
+//!   [`ChargeRequest::window`] is open, and says how long a create sent may take to land
+//!   ([`PixGateway::late_create_window`]), so an attempt that took over from a frozen worker
+//!   waits that out before its lookup (`ledger::window` has the reasoning);
 //! - `copia_e_cola` is the provider's payload, stored and sent as is; it is checked with
 //!   [`super::brcode::decode`] but never "fixed".
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use super::txid::Txid;
 use crate::domain::{Cents, PhoneE164};
-use crate::ledger::LedgerKey;
+use crate::ledger::{LedgerKey, SendWindow};
 
 /// Who pays: providers that keep customers (Asaas) find or create one by phone.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +32,7 @@ pub struct Payer {
     pub name: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ChargeRequest {
     pub key: LedgerKey,
     pub txid: Txid,
@@ -34,6 +40,8 @@ pub struct ChargeRequest {
     pub description: String,
     pub expires_at: DateTime<Utc>,
     pub payer: Payer,
+    /// Open while the caller still holds the key's lease.
+    pub window: SendWindow,
 }
 
 /// A charge as recorded, to ask its provider about.
@@ -109,6 +117,9 @@ pub enum GatewayError {
     /// Timeout, 5xx or a broken connection: the charge may exist. Look it up before creating.
     #[error("the Pix provider's answer is unknown: {0}")]
     Unknown(String),
+    /// The caller's lease ran out before the create could be sent: nothing was sent.
+    #[error("the lease on this charge ran out before its request was sent; nothing was sent")]
+    WindowClosed,
     /// Credentials or certificate refused.
     #[error("the Pix provider refused our credentials: {0}")]
     Unauthorized(String),
@@ -124,6 +135,13 @@ pub trait PixGateway: Send + Sync {
 
     /// Creates the charge for `req.key`, or returns the one already created for it.
     async fn create(&self, req: &ChargeRequest) -> Result<CreatedCharge, GatewayError>;
+
+    /// For a provider that does not deduplicate creates: how long after it was sent a create
+    /// may still land (the request's timeout). `None` (the default): the provider returns the
+    /// same charge for a repeated create (a txid, an idempotency key), so timing is moot.
+    fn late_create_window(&self) -> Option<Duration> {
+        None
+    }
 
     /// The charge already created for `req`, if any: the lookup before creating again after
     /// an unknown outcome.

@@ -155,6 +155,7 @@ mod tests {
                 "rejected"
             }
             GatewayError::NotConfigured(_) => "not configured",
+            GatewayError::WindowClosed => "window closed",
         };
         for (code, expected) in [
             (400, "rejected"),

@@ -87,6 +87,7 @@ mod tests {
                 phone: crate::domain::PhoneE164::parse("+5511999990000").unwrap(),
                 name: None,
             },
+            window: crate::ledger::SendWindow::unbounded(),
         }
     }
 

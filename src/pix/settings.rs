@@ -6,6 +6,8 @@
 //! and reports its message with the file's line.
 
 use std::fmt;
+use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +70,15 @@ pub struct ProviderConfig {
     /// The variable holding what authenticates notifications: the Asaas webhook token, the
     /// Mercado Pago webhook secret, or the Bacen callback's secret path segment.
     pub webhook_secret_env: Option<String>,
+    /// How long one request to the provider may take (each gateway has its default). A
+    /// worker waits this long on a provider that hangs, and an attempt that takes over a
+    /// charge from a frozen worker waits it out before its lookup (Asaas).
+    pub timeout: Option<Duration>,
 }
+
+/// Bounds of `[pix] timeout_seconds`: long enough for a slow provider, short enough that a
+/// hanging one does not hold a worker for minutes.
+const TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=60;
 
 impl fmt::Display for GatewayKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -127,6 +137,9 @@ pub struct RawPix {
     /// Mercado Pago webhook secret, or the Bacen callback's secret path segment.
     #[serde(default)]
     pub webhook_secret_env: Option<String>,
+    /// Seconds one request to the provider may take (1–60; default 20, 30 for bacen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
 }
 
 impl PixSettings {
@@ -139,6 +152,14 @@ impl PixSettings {
         let key = PixKey::parse(kind, &raw.key).map_err(|e| format!("key: {e}"))?;
         let merchant_name = checked_text("merchant_name", &raw.merchant_name)?;
         let merchant_city = checked_text("merchant_city", &raw.merchant_city)?;
+        let timeout = match raw.timeout_seconds {
+            Some(seconds) if TIMEOUT_SECONDS.contains(&seconds) => Some(Duration::from_secs(seconds)),
+            Some(seconds) => {
+                let (low, high) = (TIMEOUT_SECONDS.start(), TIMEOUT_SECONDS.end());
+                return Err(format!("timeout_seconds: {seconds} is outside {low}–{high}"));
+            }
+            None => None,
+        };
         let provider = ProviderConfig {
             base_url: raw.base_url,
             token_url: raw.token_url,
@@ -150,6 +171,7 @@ impl PixSettings {
             txid_secret_env: raw.txid_secret_env,
             api_key_env: raw.api_key_env,
             webhook_secret_env: raw.webhook_secret_env,
+            timeout,
         };
         let required: &[(&str, &Option<String>)] = match gateway {
             GatewayKind::Sandbox => &[],
@@ -212,6 +234,8 @@ mod tests {
             (RawPix { merchant_city: "".into(), ..raw() }, "merchant_city: "),
             (RawPix { gateway: Some("bacen".into()), ..raw() }, "base_url: required for gateway bacen"),
             (RawPix { gateway: Some("asaas".into()), ..raw() }, "api_key_env: required for gateway asaas"),
+            (RawPix { timeout_seconds: Some(0), ..raw() }, "timeout_seconds: 0 is outside 1–60"),
+            (RawPix { timeout_seconds: Some(600), ..raw() }, "timeout_seconds: 600 is outside"),
         ] {
             let message = PixSettings::from_raw(bad).unwrap_err();
             assert!(message.contains(expected), "{message:?} lacks {expected:?}");

@@ -4,9 +4,39 @@
 use chrono::{DateTime, Utc};
 
 use super::appointments::appointment_columns;
-use super::{Store, StoreResult, reading, writing};
+use super::{Pool, Store, StoreResult, reading, writing};
 use crate::booking::Appointment;
 use crate::domain::{ContactId, TenantId};
+use crate::tenant::DEFAULT_HOURS_BEFORE;
+
+/// The reminder sweep's query in a dialect: how to read a tenant's `hours_before` from its
+/// settings, the moment a reminder is due, and times in the form that compares with it.
+macro_rules! reminders_due_sql {
+    ($hours:literal, $due:literal, $now:literal, $created:literal) => {
+        concat!(
+            "WITH h AS (SELECT id AS tenant_id, COALESCE(",
+            $hours,
+            ", $3) AS hours FROM tenants)
+             SELECT appointments.tenant_id, ",
+            appointment_columns!(),
+            "
+             FROM appointments JOIN h ON h.tenant_id = appointments.tenant_id
+             WHERE status = 'confirmed' AND starts_at >= $1 AND starts_at < $2 AND h.hours > 0
+               AND ",
+            $due,
+            " <= ",
+            $now,
+            " AND ",
+            $created,
+            " <= ",
+            $due,
+            "
+               AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.tenant_id = appointments.tenant_id
+                               AND r.appointment_id = appointments.id AND r.starts_at = appointments.starts_at)
+             ORDER BY starts_at, id"
+        )
+    };
+}
 
 #[allow(async_fn_in_trait)]
 pub trait AgendaStore {
@@ -27,14 +57,16 @@ pub trait AgendaStore {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> StoreResult<Vec<(Appointment, Option<String>, Option<String>)>>;
-    /// Confirmed appointments starting in `[from, to)` for every tenant, not reminded yet for
-    /// that start, with their tenant, for reminders (a hold waiting for its deposit is not
-    /// reminded of; once paid, it is).
-    async fn appointments_starting(
+    /// Confirmed appointments whose reminder is due at `now`, for every tenant: starting
+    /// before `horizon`, at most their tenant's `hours_before` ahead (reminders on, booked
+    /// before that moment), not reminded yet for that start; by start. A hold waiting for its
+    /// deposit is not reminded of; once paid, it is. The due test is in the query, so a sweep
+    /// reads only what it sends, however many tenants and bookings there are.
+    async fn reminders_due(
         &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> StoreResult<Vec<(TenantId, Appointment, DateTime<Utc>)>>;
+        now: DateTime<Utc>,
+        horizon: DateTime<Utc>,
+    ) -> StoreResult<Vec<(TenantId, Appointment)>>;
 }
 
 impl AgendaStore for Store {
@@ -90,31 +122,46 @@ impl AgendaStore for Store {
         Ok(rows.into_iter().map(|r| (r.appointment, r.profile_name, r.wa_id.map(|w| format!("+{w}")))).collect())
     }
 
-    async fn appointments_starting(
+    async fn reminders_due(
         &self,
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> StoreResult<Vec<(TenantId, Appointment, DateTime<Utc>)>> {
+        now: DateTime<Utc>,
+        horizon: DateTime<Utc>,
+    ) -> StoreResult<Vec<(TenantId, Appointment)>> {
         #[derive(sqlx::FromRow)]
         struct Row {
             tenant_id: i64,
             #[sqlx(flatten)]
             appointment: Appointment,
-            created_at: DateTime<Utc>,
         }
-        let rows: Vec<Row> = reading!(self, pool => {
-            sqlx::query_as(concat!(
-                "SELECT tenant_id, created_at, ", appointment_columns!(), " FROM appointments
-                 WHERE status = 'confirmed' AND starts_at >= $1 AND starts_at < $2
-                   AND NOT EXISTS (SELECT 1 FROM reminders r WHERE r.tenant_id = appointments.tenant_id
-                                   AND r.appointment_id = appointments.id AND r.starts_at = appointments.starts_at)
-                 ORDER BY starts_at, id"
-            ))
-            .bind(from)
-            .bind(to)
-            .fetch_all(pool)
-            .await
-        })?;
-        Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.appointment, r.created_at)).collect())
+        let default_hours = i32::try_from(DEFAULT_HOURS_BEFORE).unwrap_or(i32::MAX);
+        let rows: Vec<Row> = match &self.pool {
+            Pool::Sqlite { read, .. } => {
+                sqlx::query_as(reminders_due_sql!(
+                    "json_extract(settings, '$.reminders.hours_before')",
+                    "julianday(starts_at) - h.hours / 24.0",
+                    "julianday($1)",
+                    "julianday(created_at)"
+                ))
+                .bind(now)
+                .bind(horizon)
+                .bind(default_hours)
+                .fetch_all(read)
+                .await?
+            }
+            Pool::Postgres(pool) => {
+                sqlx::query_as(reminders_due_sql!(
+                    "(settings->'reminders'->>'hours_before')::int",
+                    "starts_at - make_interval(hours => h.hours)",
+                    "$1",
+                    "created_at"
+                ))
+                .bind(now)
+                .bind(horizon)
+                .bind(default_hours)
+                .fetch_all(pool)
+                .await?
+            }
+        };
+        Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.appointment)).collect())
     }
 }

@@ -7,7 +7,7 @@ mod settings;
 
 pub use directory::TenantDirectory;
 pub use file::{TenantFileError, TenantSpec};
-pub use settings::{ReminderSettings, TemplateRef, TenantSettings};
+pub use settings::{DEFAULT_HOURS_BEFORE, ReminderSettings, TemplateRef, TenantSettings};
 
 use chrono_tz::Tz;
 

@@ -32,8 +32,12 @@ pub struct ReminderSettings {
     pub template: Option<TemplateRef>,
 }
 
+/// Reminders a day ahead unless the tenant file says otherwise (also the reminder query's
+/// default for tenants stored before settings existed).
+pub const DEFAULT_HOURS_BEFORE: u32 = 24;
+
 fn default_hours_before() -> u32 {
-    24
+    DEFAULT_HOURS_BEFORE
 }
 
 impl Default for ReminderSettings {

@@ -213,3 +213,91 @@ contract!(a_notification_is_looked_at_by_one_process_at_a_time, |db| async move 
     let again = db.store.claim_payment_event(after, after).await.unwrap();
     assert_eq!(again.map(|e| e.event_id), Some("evt_claimed".to_owned()), "due again after the lease");
 });
+
+// A confirmed charge whose first attempt is still on its way to Asaas (held at the customer
+// lookup) when a later attempt of the same turn takes its ledger row over. Asaas does not
+// deduplicate creates, so the later attempt waits out the first one's lease and request
+// timeout before its lookup: one payment at the provider, recorded, one code to the customer.
+// (Before the wait, the takeover looked up at once, found nothing and posted a second one.)
+contract!(a_charge_taken_over_from_an_attempt_still_sending_is_created_once, |db| async move {
+    use crate::pix_psp::fake_asaas::{Fault, Route};
+    use balcao::actions::{ClickId, ConfirmedVia, Decision, ExecuteAction};
+    use balcao::ledger::{CallContext, Executor, LedgerState, Outcome};
+    use balcao::store::{ActionStore, Decider, InboundStore, LedgerStore};
+
+    let fake = FakeAsaas::start().await;
+    // A one-second request timeout: what the attempt that takes over waits out.
+    let s = Scenario::from_file(db, &asaas_file(&fake).replace("[pix]\n", "[pix]\ntimeout_seconds = 1\n")).await;
+    let mut config = local_test_config("http://127.0.0.1:9", &[]);
+    config.pix_secrets = PixSecrets(secrets());
+    let app = TestApp::spawn(db, config).await;
+    post(&app, CUSTOMER, text("wamid.t.0", CUSTOMER, "oi")).await;
+    app.drain_turns().await;
+    let click = ClickId::parse(&propose_charge(db, &app, &s, "t").await).expect("a click id");
+    let tenant = s.tenant.id;
+    let action = db.store.action(tenant, click.action).await.unwrap().expect("the proposal");
+    let merchant = db.store.conversation_contact(tenant, action.conversation).await.unwrap().contact_id;
+    let decider = Decider {
+        tenant,
+        conversation: action.conversation,
+        contact: merchant,
+        staff: true,
+        via: ConfirmedVia::Button,
+        message: "wamid.t.click",
+    };
+    assert!(db.store.decide_action(click.action, Decision::Confirm, &decider, chrono::Utc::now()).await.unwrap());
+
+    let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+    let tool = ExecuteAction { store: db.store.clone(), replier, gateways: Arc::new(Gateways::new(secrets())) };
+    let executor = Executor::new(db.store.clone(), std::time::Duration::from_secs(3));
+    let ctx = |attempt: i64| CallContext {
+        tenant: &s.tenant,
+        customer: merchant,
+        conversation: action.conversation,
+        turn: Some(balcao::domain::JobId(1)),
+        turn_attempt: Some(attempt),
+        trigger_message_id: Some("wamid.t.click"),
+        tool_use_id: None,
+        now: chrono::Utc::now(),
+    };
+    let input = json!({ "action_id": click.action.to_string() });
+    let gate = Arc::new(tokio::sync::Notify::new());
+    fake.fail(Route::ListCustomers, Fault::Hold(gate.clone()));
+
+    let (first_ctx, second_ctx) = (ctx(1), ctx(2));
+    let first = executor.execute(&tool, &first_ctx, &input);
+    let second = async {
+        // The first attempt is at Asaas, held; the second takes its row over...
+        while !fake.seen().iter().any(|seen| seen.route == Route::ListCustomers) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let taking = executor.execute(&tool, &second_ctx, &input);
+        let release = async {
+            loop {
+                let rows = db.store.executions_of_conversation(tenant, action.conversation).await.unwrap();
+                if rows.iter().any(|row| row.tool == "execute_action" && row.generation == 2) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            // ...and the first goes on at once, before its next renewal finds the row gone.
+            gate.notify_one();
+        };
+        futures::future::join(taking, release).await.0
+    };
+    let (first, second) = futures::future::join(first, second).await;
+    assert!(matches!(first.unwrap(), Outcome::AlreadyInProgress), "the first attempt lost the row");
+    let second = second.unwrap();
+    assert!(matches!(second, Outcome::Executed(_)), "{second:?}");
+
+    assert_eq!(fake.payments().len(), 1, "one payment at Asaas: {:?}", fake.payments());
+    let since = chrono::Utc::now() - chrono::TimeDelta::days(1);
+    let charges = db.store.charges(tenant, None, since, 10).await.unwrap();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges[0].provider_ref.as_deref(), fake.payments()[0]["id"].as_str(), "the one recorded");
+    let codes = inbox(db, tenant, CUSTOMER).await.iter().filter(|m| m.body() == charges[0].copia_e_cola).count();
+    assert_eq!(codes, 1, "one code to the customer");
+    let rows = db.store.executions_of_conversation(tenant, action.conversation).await.unwrap();
+    let row = rows.iter().find(|row| row.tool == "execute_action").expect("the charge's row");
+    assert_eq!((row.state(), row.generation), (Some(LedgerState::Succeeded), 2));
+});

@@ -465,6 +465,7 @@ fn provider(pki: &Pki, base_url: String) -> ProviderConfig {
         txid_secret_env: Some("BACEN_TXID_SECRET".into()),
         api_key_env: None,
         webhook_secret_env: Some("BACEN_WEBHOOK_SECRET".into()),
+        timeout: None,
     }
 }
 
@@ -491,6 +492,7 @@ fn request(key: &str, cents: i64) -> ChargeRequest {
         description: "Corte de cabelo".into(),
         expires_at: Utc::now() + chrono::TimeDelta::hours(24),
         payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("phone"), name: None },
+        window: balcao::ledger::SendWindow::unbounded(),
     }
 }
 

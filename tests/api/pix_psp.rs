@@ -31,5 +31,6 @@ pub fn request(key: &str, cents: i64, expires_at: DateTime<Utc>) -> ChargeReques
         description: "Corte de cabelo".into(),
         expires_at,
         payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("phone"), name: Some("Maria".into()) },
+        window: balcao::ledger::SendWindow::unbounded(),
     }
 }

@@ -110,6 +110,33 @@ contract!(a_reminder_goes_once_and_its_buttons_confirm_or_offer_the_cancel, |db|
     assert_eq!(sent, 1);
 });
 
+// The due test lives in the sweep's query: a booking made after its reminder was due (four
+// days ahead, a tenant reminding five days before) gets none, then or later; the same booking
+// with reminders off gets none; under a tenant reminding a day before, one when that day comes.
+contract!(a_booking_made_inside_its_reminder_window_gets_none, |db| async move {
+    let file = |hours: u32| tenant_file().replace("hours_before = 24", &format!("hours_before = {hours}"));
+    let s = Scenario::from_file(db, &file(120)).await;
+    let c = s.customer(db, CUSTOMER).await;
+    let (first, _) = two_slots();
+    let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": first });
+    let booked = s.call_at(&c, "create_booking", input, Utc::now()).await;
+    assert!(matches!(booked, balcao::ledger::Outcome::Executed(_)), "{booked:?}");
+    let start = DateTime::parse_from_rfc3339(&first).unwrap().with_timezone(&Utc);
+
+    for at in [Utc::now(), start - TimeDelta::hours(23), start - TimeDelta::minutes(1)] {
+        assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), at).await.unwrap(), 0, "at {at}");
+    }
+    // The tenant file again: with reminders off, none; reminding a day before, one when that
+    // day comes, not earlier.
+    let due = start - TimeDelta::hours(24);
+    Scenario::from_file(db, &file(0)).await;
+    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 0);
+    let s = Scenario::from_file(db, &file(24)).await;
+    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due - TimeDelta::minutes(1)).await.unwrap(), 0);
+    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 1);
+    assert_eq!(outbox(db, &s).await.len(), 1);
+});
+
 contract!(an_expired_proposal_is_announced_once, |db| async move {
     let s = Scenario::new(db).await;
     let c = s.customer(db, CUSTOMER).await;

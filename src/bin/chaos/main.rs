@@ -318,10 +318,11 @@ fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, Stri
         ("ASAAS_API_KEY", API_KEY),
         ("ASAAS_WEBHOOK_TOKEN", WEBHOOK_TOKEN),
         ("BALCAO_DEBOUNCE_MS", "0"),
-        // A provider holding its answer holds a worker for the gateway's 20 s timeout; with
-        // many runs in flight, four workers would queue every other run's turns behind it.
+        // A provider holding its answer holds a worker for the tenant's Pix timeout (5 s in
+        // the campaign's tenant files); with many runs in flight, four workers would queue
+        // every other run's turns behind it.
         ("BALCAO_WORKERS", "16"),
-        ("BALCAO_POLL_INTERVAL_MS", "25"),
+        ("BALCAO_POLL_INTERVAL_MS", "100"),
         ("BALCAO_JOB_LEASE_SECONDS", &lease),
         ("BALCAO_LEDGER_LEASE_SECONDS", &lease),
         ("BALCAO_JOB_BACKOFF_BASE_MS", "50"),

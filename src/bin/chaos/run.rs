@@ -133,7 +133,7 @@ fn tenant_file(index: u64, slug: &str, number: &str, staff: &str, hours: &str, a
          [[professionals]]\nname = \"Zé\"\nservices = [\"Corte\", \"Coloração\"]\n[professionals.hours]\n{hours}\
          [pix]\ngateway = \"asaas\"\nbase_url = \"{asaas}/v3\"\napi_key_env = \"ASAAS_API_KEY\"\n\
          webhook_secret_env = \"ASAAS_WEBHOOK_TOKEN\"\nkey = \"caixa@chaos.example\"\nkey_type = \"email\"\n\
-         merchant_name = \"Chaos\"\nmerchant_city = \"Sao Paulo\"\n"
+         merchant_name = \"Chaos\"\nmerchant_city = \"Sao Paulo\"\ntimeout_seconds = 5\n"
     )
 }
 

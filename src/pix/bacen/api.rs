@@ -299,6 +299,7 @@ mod tests {
             description: description.into(),
             expires_at,
             payer: Payer { phone: PhoneE164::parse("+5511999990000").unwrap(), name: None },
+            window: crate::ledger::SendWindow::unbounded(),
         }
     }
 
@@ -378,6 +379,7 @@ mod tests {
             GatewayError::Unknown(_) => "unknown",
             GatewayError::Rejected(_) => "rejected",
             GatewayError::NotConfigured(_) => "not configured",
+            GatewayError::WindowClosed => "window closed",
         };
         for (status, expected) in [
             (400, "rejected"),

@@ -88,7 +88,8 @@ impl MercadoPagoGateway {
             .map_err(|e| GatewayError::NotConfigured(format!("{email_var}: {e}")))?;
         let webhook_secret = provider.webhook_secret_env.as_deref().and_then(|name| secrets.get(name));
         let base = http::base_url(provider.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL))?;
-        Ok(Self { http: http::client(http::DEFAULT_TIMEOUT)?, base, token, webhook_secret, payer_email })
+        let timeout = provider.timeout.unwrap_or(http::DEFAULT_TIMEOUT);
+        Ok(Self { http: http::client(timeout)?, base, token, webhook_secret, payer_email })
     }
 
     /// The same gateway with another request timeout.

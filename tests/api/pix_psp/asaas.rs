@@ -110,6 +110,27 @@ async fn asaas_timeout_after_the_payment_was_created_is_found_not_created_again(
     assert_eq!(fake.payments().len(), 1);
 }
 
+/// A worker frozen past its lease wakes up with a closed window: it posts no payment (another
+/// attempt may own the charge by then), and says nothing was sent.
+#[tokio::test]
+async fn asaas_posts_no_payment_once_the_lease_window_closed() {
+    let fake = FakeAsaas::start().await;
+    let gateway = fake.gateway().with_timeout(SHORT_TIMEOUT).unwrap();
+    let lease = std::time::Duration::from_secs(3);
+    let taken = std::time::Instant::now().checked_sub(lease).expect("an uptime of seconds");
+    let req = balcao::pix::ChargeRequest {
+        window: balcao::ledger::SendWindow::for_lease(taken, lease),
+        ..request("charge/v1/frozen", 4550, expires_at())
+    };
+
+    let error = gateway.create(&req).await.unwrap_err();
+    assert!(matches!(error, GatewayError::WindowClosed), "{error:?}");
+    assert!(fake.seen().iter().all(|s| s.route != Route::CreatePayment), "no payment was posted");
+    assert_eq!(fake.payments().len(), 0);
+    // What an attempt that takes over waits out before its lookup: the request's timeout.
+    assert_eq!(gateway.late_create_window(), Some(SHORT_TIMEOUT));
+}
+
 #[tokio::test]
 async fn asaas_connection_reset_is_unknown() {
     let fake = FakeAsaas::start().await;

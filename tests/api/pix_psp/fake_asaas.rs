@@ -37,6 +37,9 @@ pub(crate) enum Fault {
     Respond(u16, Value),
     /// Act, then answer only after the client gave up.
     ActThenHang,
+    /// Hold the request until the test releases it, then act: a slow network, or a client
+    /// whose request waited.
+    Hold(Arc<tokio::sync::Notify>),
 }
 
 #[derive(Debug, Clone)]
@@ -140,19 +143,26 @@ enum Step {
 }
 
 /// Records the request, checks the key and takes the route's next fault.
-fn begin(inner: &Shared, route: Route, headers: &HeaderMap) -> Step {
+async fn begin(inner: &Shared, route: Route, headers: &HeaderMap) -> Step {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let mut inner = locked(inner);
-    let access_token = header("access_token");
-    inner.seen.push(Seen { route, access_token: access_token.clone(), user_agent: header("user-agent") });
-    if access_token.as_deref() != Some(API_KEY) {
-        return Step::Answer(StatusCode::UNAUTHORIZED.into_response());
-    }
-    match inner.faults.get_mut(&route).and_then(VecDeque::pop_front) {
+    let fault = {
+        let mut inner = locked(inner);
+        let access_token = header("access_token");
+        inner.seen.push(Seen { route, access_token: access_token.clone(), user_agent: header("user-agent") });
+        if access_token.as_deref() != Some(API_KEY) {
+            return Step::Answer(StatusCode::UNAUTHORIZED.into_response());
+        }
+        inner.faults.get_mut(&route).and_then(VecDeque::pop_front)
+    };
+    match fault {
         Some(Fault::Respond(status, body)) => {
             Step::Answer((StatusCode::from_u16(status).expect("status"), Json(body)).into_response())
         }
         Some(Fault::ActThenHang) => Step::Act { hang: true },
+        Some(Fault::Hold(gate)) => {
+            gate.notified().await;
+            Step::Act { hang: false }
+        }
         None => Step::Act { hang: false },
     }
 }
@@ -175,7 +185,7 @@ async fn list_customers(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let hang = match begin(&inner, Route::ListCustomers, &headers) {
+    let hang = match begin(&inner, Route::ListCustomers, &headers).await {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
@@ -190,7 +200,7 @@ async fn list_customers(
 }
 
 async fn create_customer(State(inner): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
-    let hang = match begin(&inner, Route::CreateCustomer, &headers) {
+    let hang = match begin(&inner, Route::CreateCustomer, &headers).await {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
@@ -214,7 +224,7 @@ async fn list_payments(
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let hang = match begin(&inner, Route::ListPayments, &headers) {
+    let hang = match begin(&inner, Route::ListPayments, &headers).await {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
@@ -231,7 +241,7 @@ async fn list_payments(
 }
 
 async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
-    let hang = match begin(&inner, Route::CreatePayment, &headers) {
+    let hang = match begin(&inner, Route::CreatePayment, &headers).await {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
@@ -273,7 +283,7 @@ fn not_found() -> Response {
 }
 
 async fn get_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let hang = match begin(&inner, Route::GetPayment, &headers) {
+    let hang = match begin(&inner, Route::GetPayment, &headers).await {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
@@ -282,7 +292,7 @@ async fn get_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): 
 }
 
 async fn pix_qr_code(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    let hang = match begin(&inner, Route::PixQrCode, &headers) {
+    let hang = match begin(&inner, Route::PixQrCode, &headers).await {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
