@@ -6,6 +6,11 @@
 //! exists once per click message), so a retry or a redelivered click answers once. A retry
 //! after a crash between the confirm and the execution finds the action confirmed by this very
 //! click and carries on: the ledger decides whether the effect still has to happen.
+//!
+//! The action's outcome ("booked", "charge sent", "presence confirmed", or why it failed) is
+//! keyed by the action instead: a second click may carry out an action the first click's worker
+//! left confirmed, and both clicks then end with the outcome. The campaign found a double click
+//! that confirmed a presence twice that way.
 
 use std::sync::Arc;
 
@@ -17,7 +22,7 @@ use super::{ActionId, ActionKind, ActionStatus, ClickId, ConfirmedVia, Decision,
 use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::{CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
 use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
-use crate::outbox::Replier;
+use crate::outbox::{OutboxKey, Replier};
 use crate::store::{ActionStore, Decider, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
@@ -169,6 +174,11 @@ async fn confirm_and_execute(
     })
 }
 
+/// The button a click turn is about (its first message's).
+fn clicked(turn: &Turn) -> Option<ClickId> {
+    turn.messages.first()?.reply_id.as_deref().and_then(ClickId::parse)
+}
+
 /// The answer a click gets, in pt-BR.
 fn answer(outcome: &ClickOutcome, tz: chrono_tz::Tz) -> anyhow::Result<Option<String>> {
     let when = |v: &Value| {
@@ -230,8 +240,7 @@ fn answer(outcome: &ClickOutcome, tz: chrono_tz::Tz) -> anyhow::Result<Option<St
 
 impl ClickHandler {
     async fn decide(&self, turn: &Turn) -> anyhow::Result<ClickOutcome> {
-        let Some(message) = turn.messages.first() else { return Ok(ClickOutcome::Unknown) };
-        let Some(click) = message.reply_id.as_deref().and_then(ClickId::parse) else {
+        let (Some(message), Some(click)) = (turn.messages.first(), clicked(turn)) else {
             return Ok(ClickOutcome::Unknown);
         };
         let via = if message.kind == "quick_reply" { ConfirmedVia::TemplateButton } else { ConfirmedVia::Button };
@@ -295,8 +304,19 @@ impl TurnHandler for ClickHandler {
             ClickOutcome::Unknown => "unknown action",
         };
         tracing::info!(outcome = what, "click handled");
-        if let Some(text) = answer(&outcome, turn.tenant.timezone)? {
-            self.proposer.replier.reply(turn, 0, OutboundMessage::text(text)?);
+        let Some(text) = answer(&outcome, turn.tenant.timezone)? else { return Ok(()) };
+        let message = OutboundMessage::text(text)?;
+        let replier = &self.proposer.replier;
+        match (&outcome, clicked(turn)) {
+            // An action's outcome is told once, whichever click finds it carried out: the
+            // click that confirmed it, retried, and a second click that carried it out after
+            // the first one's worker stopped (or found it done) would each tell it otherwise.
+            (ClickOutcome::Executed { .. } | ClickOutcome::Failed { .. }, Some(click)) => {
+                let key = format!("action:{}:outcome", click.action.0.simple());
+                let key = OutboxKey::parse(&key).ok_or_else(|| anyhow::anyhow!("bad outbox key {key}"))?;
+                replier.reply_once(turn, key, message);
+            }
+            _ => replier.reply(turn, 0, message),
         }
         Ok(())
     }

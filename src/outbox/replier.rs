@@ -61,10 +61,16 @@ impl Replier {
     /// nothing. Whether a person has the conversation (for a turn that yields to one) is
     /// checked in the end's transaction; the worker wakes the sender once the end commits.
     pub fn reply(&self, turn: &Turn, seq: u32, message: OutboundMessage) {
+        self.reply_once(turn, OutboxKey::for_turn(turn.id, seq), message);
+    }
+
+    /// Stages a reply under `key` instead of the turn's own: what several turns may each have
+    /// to say, once in all (an action's outcome, told by whichever click found it done).
+    pub fn reply_once(&self, turn: &Turn, key: OutboxKey, message: OutboundMessage) {
         turn.stage_reply(NewOutbound {
             tenant: turn.tenant.id,
             conversation: turn.conversation,
-            key: OutboxKey::for_turn(turn.id, seq),
+            key,
             // Outside local mode, a reply without any token to send it with also stays local.
             local: self.is_local(&turn.tenant),
             recipient: turn.recipient(),

@@ -13,7 +13,7 @@ use crate::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
 use crate::domain::TenantId;
 use crate::outbox::Replier;
 use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
-use crate::store::{PaymentStore, Store, TenantStore};
+use crate::store::{NO_CHARGE_YET, PaymentStore, Store, TenantStore};
 use crate::tenant::Tenant;
 
 /// A provider that still says "pending" after this many tries is believed.
@@ -73,7 +73,7 @@ async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &
         // sooner than the poller would, before calling it unmatched.
         if event.attempts + 1 < UNKNOWN_CHARGE_ATTEMPTS {
             let later = now + TimeDelta::seconds(1 << event.attempts.clamp(0, 5));
-            store.retry_payment_event(event.id, "no such charge (yet)", later).await?;
+            store.retry_payment_event(event.id, NO_CHARGE_YET, later).await?;
             return Ok(());
         }
         tracing::warn!(tenant = %tenant_id, provider = %event.provider, event = %event.event_id, "payment notification for an unknown charge");

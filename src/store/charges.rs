@@ -156,18 +156,22 @@ impl ChargeStore for Store {
                     for message in messages(&charge) {
                         let _: Option<i64> = insert_outbound!(tx, message, now)?;
                     }
-                    // A notification that came before this record was kept as unmatched: it is
-                    // about this charge after all, so it is processed again now.
+                    // A notification that came before this record, kept as unmatched or still
+                    // looking for its charge, is about this charge after all: it is looked at
+                    // now, with its looks counted from here. (Its looks for a missing charge
+                    // used to count toward the provider's backoff, so a charge recorded half a
+                    // minute late waited a minute or two more for its payment.)
                     sqlx::query(
                         "UPDATE payment_events SET status = 'received', attempts = 0, next_attempt_at = $1,
                              processed_at = NULL, last_error = NULL
-                         WHERE tenant_id = $2 AND status = 'unmatched'
+                         WHERE tenant_id = $2 AND (status = 'unmatched' OR (status = 'received' AND last_error = $5))
                            AND ((ref_kind = 'txid' AND charge_ref = $3) OR (ref_kind <> 'txid' AND charge_ref = $4))",
                     )
                     .bind(now)
                     .bind(new.tenant.0)
                     .bind(new.txid)
                     .bind(new.provider_ref)
+                    .bind(super::NO_CHARGE_YET)
                     .execute(&mut *tx)
                     .await?;
                     charge

@@ -74,7 +74,7 @@ pub use jobs::{JobStore, RunnableJobs, TurnFinished};
 pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
-pub use payments::{NewPaymentEvent, PaymentStore};
+pub use payments::{NO_CHARGE_YET, NewPaymentEvent, PaymentStore};
 pub use privacy::{
     ContactCounts, ContactExport, ContactRecord, ExportedAction, ExportedAppointment, ExportedCharge, ExportedInbound,
     ExportedOutbound, PrivacyStore,

@@ -41,6 +41,10 @@ pub struct NewPaymentEvent<'a> {
     pub charge_ref: &'a str,
 }
 
+/// The error a look records when no charge knows the notification yet: recording that charge
+/// brings such a look forward (`ChargeStore::record_charge`).
+pub const NO_CHARGE_YET: &str = "no such charge (yet)";
+
 #[allow(async_fn_in_trait)]
 pub trait PaymentStore {
     /// Stores the event once (per tenant, provider and event id); false for a duplicate.

@@ -323,3 +323,57 @@ contract!(outside_the_window_a_charge_goes_as_the_template_or_not_at_all, |db| a
         other => panic!("expected the template, got {other:?}"),
     }
 });
+
+// The first click confirmed the charge and its worker carried it out, then stopped before it
+// marked the action executed (the action is still "confirmed"). A second click on the same
+// button finds it unfinished and answers with the outcome the ledger replays; the first
+// click, redelivered, answers with it too. The merchant reads "charge sent" once. (Each click
+// answered under its own job's key before: the campaign saw a presence confirmed twice.)
+contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| async move {
+    use balcao::actions::{ConfirmedVia, ExecuteAction};
+    use balcao::ledger::{CallContext, Executor, Outcome};
+    use balcao::store::Decider;
+
+    let s = Scenario::with_merchant(db).await;
+    let app = app_with_customer(db, &s).await;
+    let confirm = propose_charge(db, &app, &s, "o").await;
+    let click = ClickId::parse(&confirm).expect("a click id");
+    let tenant = s.tenant.id;
+    let action = db.store.action(tenant, click.action).await.unwrap().expect("the proposal");
+    let merchant = db.store.conversation_contact(tenant, action.conversation).await.unwrap().contact_id;
+    let by = Decider {
+        tenant,
+        conversation: action.conversation,
+        contact: merchant,
+        staff: true,
+        via: ConfirmedVia::Button,
+        message: "wamid.o.click1",
+    };
+    assert!(db.store.decide_action(click.action, Decision::Confirm, &by, chrono::Utc::now()).await.unwrap());
+    let replier = balcao::outbox::Replier::new(db.store.clone(), None, true, Default::default());
+    let execute = ExecuteAction { store: db.store.clone(), replier, gateways: crate::common::sandbox_gateways() };
+    let ctx = CallContext {
+        tenant: &s.tenant,
+        customer: merchant,
+        conversation: action.conversation,
+        turn: None,
+        turn_attempt: None,
+        trigger_message_id: Some("wamid.o.click1"),
+        tool_use_id: None,
+        now: chrono::Utc::now(),
+    };
+    let executor = Executor::new(db.store.clone(), crate::scenario::LEASE);
+    let input = json!({ "action_id": click.action.to_string() });
+    assert!(matches!(executor.execute(&execute, &ctx, &input).await.unwrap(), Outcome::Executed(_)));
+
+    post(&app, STAFF, button(STAFF, "wamid.o.click2", &confirm)).await;
+    app.drain_turns().await;
+    post(&app, STAFF, button(STAFF, "wamid.o.click1", &confirm)).await;
+    app.drain_turns().await;
+
+    let sent = inbox(db, tenant, STAFF).await.iter().filter(|m| m.body().contains("de R$ 50,00 enviada")).count();
+    assert_eq!(sent, 1, "the outcome told once");
+    assert_eq!(charge_count(db, tenant).await, 1);
+    let action = db.store.action(tenant, click.action).await.unwrap().expect("the action");
+    assert_eq!(action.status, balcao::actions::ActionStatus::Executed);
+});

@@ -154,6 +154,14 @@ async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
     } else {
         // It is looked at again, not given up as unmatched.
         balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
+        // Looked at once more without finding its charge, its next look minutes away (its looks
+        // for the charge used to count toward the provider's backoff): the record brings it
+        // forward all the same.
+        let later = chrono::Utc::now() + chrono::TimeDelta::hours(1);
+        let event = db.store.claim_payment_event(later, later).await.unwrap().expect("the stored event");
+        assert_eq!(event.attempts, 1, "looked at once, then again");
+        let far = chrono::Utc::now() + chrono::TimeDelta::minutes(10);
+        db.store.retry_payment_event(event.id, balcao::store::NO_CHARGE_YET, far).await.unwrap();
     }
     let confirm = propose_charge(db, &app, &s, "e").await;
     post(&app, STAFF, button(STAFF, "wamid.e.click", &confirm)).await;
@@ -163,7 +171,7 @@ async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
     assert_eq!(charge.provider_ref.as_deref(), Some(payment));
     fake.update(payment, json!({ "status": "RECEIVED" }));
 
-    // Its next look (a second later, or at once once the charge reopened it) pays it, once.
+    // Its next look (at once: the charge brought it forward or reopened it) pays it, once.
     for _ in 0..50 {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
