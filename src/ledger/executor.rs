@@ -418,6 +418,12 @@ fn decide(
 ) -> Decision {
     let state = row.state();
     let same = row.fingerprint == fingerprint;
+    // An attempt of a turn that a later attempt replaced (it lost the job's lease and has not
+    // noticed yet) takes nothing over from it: the later attempt may have ended already, and a
+    // row taken now would be left running when this one is stopped.
+    if later_attempt_of_this_turn(row, ctx) {
+        return Decision::Replay(Outcome::AlreadyInProgress);
+    }
     // A failure left nothing behind, so a changed request may take its place (a corrected
     // service id after "unknown service", say).
     if !same
@@ -462,6 +468,14 @@ fn decide(
             error: format!("unknown ledger state {}", row.status),
             details: Value::Null,
         }),
+    }
+}
+
+/// The row was last held by a later attempt of the turn making this call.
+fn later_attempt_of_this_turn(row: &ExecutionRecord, ctx: &CallContext<'_>) -> bool {
+    match (ctx.turn, ctx.turn_attempt, row.turn_id, row.turn_attempt) {
+        (Some(turn), Some(attempt), Some(row_turn), Some(row_attempt)) => turn.0 == row_turn && row_attempt > attempt,
+        _ => false,
     }
 }
 

@@ -255,6 +255,7 @@ impl LedgerStore for Store {
                         OR (status = 'running' AND locked_until <= $2)
                         OR (status = 'running' AND turn_id = $8 AND turn_attempt < $9)
                         OR (status = 'failed_permanent' AND fingerprint <> $3))
+                   AND NOT COALESCE(turn_id = $8 AND turn_attempt > $9, FALSE)
                  RETURNING generation",
             )
             .bind(lease_until)

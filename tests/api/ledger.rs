@@ -481,3 +481,29 @@ contract!(a_later_attempt_of_the_same_turn_takes_its_call_over_at_once, |db| asy
     let stored = row(db, &s, &c).await;
     assert_eq!((stored.status.as_str(), stored.turn_attempt), ("succeeded", Some(2)));
 });
+
+// Attempt 2 of turn 9 (the job's retry) ran the call and failed for now; attempt 1, replaced
+// but not yet stopped, makes the same call afterwards. It must not take the row over: attempt
+// 2's turn may be over, and attempt 1 is stopped when it notices its lost job lease, which
+// would leave the row running with no one to come back to it (the campaign found one such row).
+contract!(an_attempt_replaced_by_a_later_one_takes_nothing_over_from_it, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, [Behaviour::Transient, Behaviour::Succeed]);
+    let input = json!({ "item": "corte" });
+    let in_turn = |attempt: i64| {
+        let mut ctx = ctx(&s, &c, "m1", "toolu_x", now());
+        ctx.turn = Some(balcao::domain::JobId(9));
+        ctx.turn_attempt = Some(attempt);
+        ctx
+    };
+    let later = s.executor.execute(probe.as_ref(), &in_turn(2), &input).await.unwrap();
+    assert!(matches!(later, Outcome::Retryable { .. }), "{later:?}");
+    let stale = s.executor.execute(probe.as_ref(), &in_turn(1), &input).await.unwrap();
+    assert_eq!(stale, Outcome::AlreadyInProgress);
+    assert_eq!(row(db, &s, &c).await.status, "failed_transient", "left as attempt 2 settled it");
+    // The later attempt's own retry (or any later one) still may.
+    let retried = s.executor.execute(probe.as_ref(), &in_turn(3), &input).await.unwrap();
+    assert!(matches!(retried, Outcome::Executed(_)), "{retried:?}");
+    assert_eq!(probe.effects(), 1);
+});
