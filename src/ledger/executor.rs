@@ -1,5 +1,6 @@
 //! Runs tools: reads directly, writes through the ledger.
 
+use std::cmp::Ordering;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -421,7 +422,7 @@ fn decide(
     // An attempt of a turn that a later attempt replaced (it lost the job's lease and has not
     // noticed yet) takes nothing over from it: the later attempt may have ended already, and a
     // row taken now would be left running when this one is stopped.
-    if later_attempt_of_this_turn(row, ctx) {
+    if row_attempt_of_this_turn(row, ctx) == Some(Ordering::Greater) {
         return Decision::Replay(Outcome::AlreadyInProgress);
     }
     // A failure left nothing behind, so a changed request may take its place (a corrected
@@ -453,7 +454,8 @@ fn decide(
             details: row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null),
         }),
         Some(LedgerState::Running)
-            if row.locked_until.is_some_and(|until| until > now) && !earlier_attempt_of_this_turn(row, ctx) =>
+            if row.locked_until.is_some_and(|until| until > now)
+                && row_attempt_of_this_turn(row, ctx) != Some(Ordering::Less) =>
         {
             Decision::Replay(Outcome::AlreadyInProgress)
         }
@@ -471,20 +473,15 @@ fn decide(
     }
 }
 
-/// The row was last held by a later attempt of the turn making this call.
-fn later_attempt_of_this_turn(row: &ExecutionRecord, ctx: &CallContext<'_>) -> bool {
+/// How the attempt that last held `row` compares with the one making this call, when both are
+/// attempts of the same turn. An earlier one lost the job's lease (this attempt holds it), so
+/// waiting for its ledger lease would only leave the customer told "being processed" while
+/// nothing happens; a later one replaced this attempt, which must take nothing from it.
+fn row_attempt_of_this_turn(row: &ExecutionRecord, ctx: &CallContext<'_>) -> Option<Ordering> {
     match (ctx.turn, ctx.turn_attempt, row.turn_id, row.turn_attempt) {
-        (Some(turn), Some(attempt), Some(row_turn), Some(row_attempt)) => turn.0 == row_turn && row_attempt > attempt,
-        _ => false,
-    }
-}
-
-/// The row was left running by an earlier attempt of the turn making this call. That attempt
-/// lost the job's lease (a new attempt holds it), so waiting for its ledger lease would only
-/// leave the customer told "being processed" while nothing happens.
-fn earlier_attempt_of_this_turn(row: &ExecutionRecord, ctx: &CallContext<'_>) -> bool {
-    match (ctx.turn, ctx.turn_attempt, row.turn_id, row.turn_attempt) {
-        (Some(turn), Some(attempt), Some(row_turn), Some(row_attempt)) => turn.0 == row_turn && row_attempt < attempt,
-        _ => false,
+        (Some(turn), Some(attempt), Some(row_turn), Some(row_attempt)) if turn.0 == row_turn => {
+            Some(row_attempt.cmp(&attempt))
+        }
+        _ => None,
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 /// Until when the holder of a lease may send a request with an outside effect. Clones share
 /// the window: the lease's renewals move it for every clone.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct SendWindow(Option<Arc<Mutex<Instant>>>);
 
 impl SendWindow {

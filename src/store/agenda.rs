@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::appointments::appointment_columns;
-use super::{Pool, Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::booking::Appointment;
 use crate::domain::{ContactId, TenantId};
 use crate::tenant::DEFAULT_HOURS_BEFORE;
@@ -134,34 +134,23 @@ impl AgendaStore for Store {
             appointment: Appointment,
         }
         let default_hours = i32::try_from(DEFAULT_HOURS_BEFORE).unwrap_or(i32::MAX);
-        let rows: Vec<Row> = match &self.pool {
-            Pool::Sqlite { read, .. } => {
-                sqlx::query_as(reminders_due_sql!(
+        let rows: Vec<Row> = reading!(self, pool => {
+            let sql = pool.pick(
+                reminders_due_sql!(
                     "json_extract(settings, '$.reminders.hours_before')",
                     "julianday(starts_at) - h.hours / 24.0",
                     "julianday($1)",
                     "julianday(created_at)"
-                ))
-                .bind(now)
-                .bind(horizon)
-                .bind(default_hours)
-                .fetch_all(read)
-                .await?
-            }
-            Pool::Postgres(pool) => {
-                sqlx::query_as(reminders_due_sql!(
+                ),
+                reminders_due_sql!(
                     "(settings->'reminders'->>'hours_before')::int",
                     "starts_at - make_interval(hours => h.hours)",
                     "$1",
                     "created_at"
-                ))
-                .bind(now)
-                .bind(horizon)
-                .bind(default_hours)
-                .fetch_all(pool)
-                .await?
-            }
-        };
+                ),
+            );
+            sqlx::query_as(sql).bind(now).bind(horizon).bind(default_hours).fetch_all(pool).await
+        })?;
         Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.appointment)).collect())
     }
 }
