@@ -37,24 +37,41 @@ const MAX_OFFSET: TimeDelta = TimeDelta::hours(24 * 14);
 
 /// Sends every reminder due at `now`; returns how many were recorded. The store picks the due
 /// ones (the tenant's offset is applied in the query), so each sweep reads only what it sends;
-/// their tenants are loaded once per sweep.
+/// their tenants are loaded once per sweep. One reminder that fails (a dropped connection, a
+/// tenant whose template no longer renders) is logged and left for the next sweep: it never
+/// holds back the reminders after it, which are as due as it is.
 pub async fn send_due(store: &Store, replier: &Replier, now: DateTime<Utc>) -> anyhow::Result<usize> {
     let mut tenants: HashMap<TenantId, Option<Tenant>> = HashMap::new();
-    let mut sent = 0;
+    let (mut sent, mut failed) = (0, 0);
     for (tenant_id, appointment) in store.reminders_due(now, now + MAX_OFFSET).await? {
         let tenant = match tenants.entry(tenant_id) {
             Entry::Occupied(known) => known.into_mut(),
-            Entry::Vacant(slot) => slot.insert(store.tenant(tenant_id).await?),
+            Entry::Vacant(slot) => match store.tenant(tenant_id).await {
+                Ok(tenant) => slot.insert(tenant),
+                Err(e) => {
+                    failed += 1;
+                    tracing::warn!(tenant = %tenant_id, error = %e, "reminders: tenant not loaded; next sweep");
+                    continue;
+                }
+            },
         };
         // Gone, or reminders turned off since the query.
         let Some(tenant) = tenant.as_ref().filter(|t| t.settings.reminders.hours_before > 0) else { continue };
         let offset = TimeDelta::hours(i64::from(tenant.settings.reminders.hours_before));
-        if remind(store, replier, tenant, &appointment, offset, now).await? {
-            sent += 1;
+        match remind(store, replier, tenant, &appointment, offset, now).await {
+            Ok(true) => sent += 1,
+            Ok(false) => {}
+            Err(e) => {
+                failed += 1;
+                tracing::warn!(tenant = %tenant_id, appointment = appointment.id, error = %e, "reminder failed; next sweep");
+            }
         }
     }
     if sent > 0 {
         replier.wake();
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} reminder(s) failed, {sent} sent");
     }
     Ok(sent)
 }

@@ -113,6 +113,27 @@ impl TestDb {
     }
 }
 
+/// Runs `$body` with `$pool` bound to a pool of its own on the test database, closed after: for
+/// what a test reads or writes behind the store's back.
+#[macro_export]
+macro_rules! raw_pool {
+    ($db:expr, $pool:ident => $body:expr) => {{
+        if let Some(options) = &$db.sqlite {
+            let $pool = sqlx::SqlitePool::connect_with(options.clone()).await.unwrap();
+            let out = $body;
+            $pool.close().await;
+            out
+        } else {
+            let (base, schema) = $db.pg.as_ref().unwrap();
+            let $pool =
+                sqlx::PgPool::connect_with(base.clone().options([("search_path", schema.as_str())])).await.unwrap();
+            let out = $body;
+            $pool.close().await;
+            out
+        }
+    }};
+}
+
 /// Runs one async case on SQLite and on PostgreSQL:
 /// `contract!(name, |db| async move { ... });`
 #[macro_export]

@@ -29,18 +29,7 @@ const OTHER: &str = "5511999990002";
 
 /// One column of a query with one bigint parameter, as text, straight from the database.
 async fn column(db: &TestDb, sql: &'static str, id: i64) -> Vec<Option<String>> {
-    if let Some(options) = &db.sqlite {
-        let pool = sqlx::SqlitePool::connect_with(options.clone()).await.unwrap();
-        let rows = sqlx::query_scalar(sql).bind(id).fetch_all(&pool).await.unwrap();
-        pool.close().await;
-        rows
-    } else {
-        let (base, schema) = db.pg.as_ref().unwrap();
-        let pool = sqlx::PgPool::connect_with(base.clone().options([("search_path", schema.as_str())])).await.unwrap();
-        let rows = sqlx::query_scalar(sql).bind(id).fetch_all(&pool).await.unwrap();
-        pool.close().await;
-        rows
-    }
+    crate::raw_pool!(db, pool => sqlx::query_scalar(sql).bind(id).fetch_all(&pool).await.unwrap())
 }
 
 async fn opted_out(db: &TestDb, tenant: TenantId, contact: ContactId) -> Option<chrono::DateTime<Utc>> {

@@ -137,6 +137,30 @@ contract!(a_booking_made_inside_its_reminder_window_gets_none, |db| async move {
     assert_eq!(outbox(db, &s).await.len(), 1);
 });
 
+// A reminder that fails holds back none after it: a tenant whose stored time zone no longer
+// parses is due first, and the other tenant's customer is still reminded by the same sweep.
+contract!(a_failing_reminder_holds_back_none_after_it, |db| async move {
+    let broken = Scenario::from_file(db, &tenant_file()).await;
+    let other =
+        tenant_file().replace("slug = \"barbearia\"", "slug = \"salao\"").replace(PHONE_NUMBER_ID, "106540352242923");
+    let s = Scenario::from_file(db, &other).await;
+    let (first, second) = two_slots();
+    for (scenario, start) in [(&broken, &first), (&s, &second)] {
+        let c = scenario.customer(db, CUSTOMER).await;
+        let input = json!({ "service_id": scenario.corte, "professional_id": scenario.ze, "starts_at": start });
+        let booked = scenario.call_at(&c, "create_booking", input, Utc::now()).await;
+        assert!(matches!(booked, balcao::ledger::Outcome::Executed(_)), "{booked:?}");
+    }
+    crate::raw_pool!(db, pool => sqlx::query("UPDATE tenants SET timezone = 'Mars/Olympus' WHERE id = $1")
+        .bind(broken.tenant.id.0).execute(&pool).await.unwrap().rows_affected());
+
+    let due = DateTime::parse_from_rfc3339(&second).unwrap().with_timezone(&Utc) - TimeDelta::hours(23);
+    let swept = balcao::reminders::send_due(&db.store, &replier(db), due).await;
+    assert!(swept.is_err(), "the broken tenant's failure is reported: {swept:?}");
+    assert_eq!(outbox(db, &s).await.len(), 1, "the other tenant's customer is reminded");
+    assert!(outbox(db, &broken).await.is_empty());
+});
+
 contract!(an_expired_proposal_is_announced_once, |db| async move {
     let s = Scenario::new(db).await;
     let c = s.customer(db, CUSTOMER).await;

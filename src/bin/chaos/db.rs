@@ -47,4 +47,9 @@ impl Db {
     pub async fn count(&self, sql: &str, tenant: i64) -> anyhow::Result<i64> {
         Ok(on!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant).fetch_one(pool).await?))
     }
+
+    /// One line of text, for a tenant (diagnostics).
+    pub async fn text(&self, sql: &str, tenant: i64) -> anyhow::Result<String> {
+        Ok(on!(self, pool => sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(tenant).fetch_one(pool).await?))
+    }
 }

@@ -163,7 +163,8 @@ impl Player<'_> {
         let reminder =
             self.ctx.graph.wait_for(&self.cast.number, me, before, wait, |s| s.text().starts_with("Lembrete"));
         let Some(reminder) = reminder.await else {
-            self.problem(format!("booking {booking}: no reminder {wait:?} after it was due"));
+            let trace = self.reminder_trace(booking).await.unwrap_or_else(|e| format!("unread: {e}"));
+            self.problem(format!("booking {booking}: no reminder {wait:?} after it was due (due {due}; {trace})"));
             return Ok(());
         };
         let button = |wanted: Decision| {
@@ -186,6 +187,19 @@ impl Player<'_> {
             Some(confirm) => self.confirm_cancellation(rng, me, &confirm, booking).await,
             None => Ok(()),
         }
+    }
+
+    /// Where a late reminder is: when the sweep recorded it, and its outbox row.
+    async fn reminder_trace(&self, booking: i64) -> anyhow::Result<String> {
+        let sql = format!(
+            "SELECT 'recorded ' || COALESCE((SELECT CAST(r.created_at AS TEXT) FROM reminders r \
+                 WHERE r.tenant_id = $1 AND r.appointment_id = {booking} LIMIT 1), 'never') \
+             || '; outbox ' || COALESCE((SELECT o.status || ', ' || CAST(o.attempts AS TEXT) || ' attempts, next ' \
+                 || CAST(o.next_attempt_at AS TEXT) || ', sent ' || COALESCE(CAST(o.sent_at AS TEXT), '-') \
+                 || ', error ' || COALESCE(o.last_error, '-') FROM outbound_messages o \
+                 WHERE o.tenant_id = $1 AND o.idempotency_key LIKE 'reminder:{booking}:%' LIMIT 1), 'no row')"
+        );
+        self.ctx.db.text(&sql, self.cast.tenant).await
     }
 
     /// The customer's latest confirmed appointment.
