@@ -47,6 +47,9 @@ use crate::run::Ctx;
 /// The servers' job and ledger leases: the shortest the configuration allows, so a frozen or
 /// killed process is taken over within a run.
 const LEASE: Duration = Duration::from_secs(3);
+/// How long a send whose outcome is unknown waits for Meta's status before it goes again:
+/// longer than any outage a run injects (a frozen process, a restart).
+pub const OUTBOX_GRACE: Duration = Duration::from_secs(20);
 /// Runs in flight up to which each run draws its process faults at full probability.
 const FAULT_PARALLEL: f64 = 12.0;
 /// How long a run may take to settle once its script is played: past the longest delay the
@@ -307,6 +310,7 @@ async fn open_store(url: &str) -> anyhow::Result<balcao::store::Store> {
 
 fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, String)> {
     let lease = LEASE.as_secs().to_string();
+    let grace = OUTBOX_GRACE.as_secs().to_string();
     [
         ("DATABASE_URL", database_url),
         ("WHATSAPP_APP_SECRET", meta::APP_SECRET),
@@ -330,9 +334,7 @@ fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, Stri
         ("BALCAO_JOB_MAX_ATTEMPTS", "10"),
         ("BALCAO_HTTP_TIMEOUT_SECONDS", "1"),
         ("BALCAO_LLM_TIMEOUT_SECONDS", "2"),
-        // Longer than any outage a run injects (a frozen process, a restart): a send whose
-        // outcome is unknown is sent again only when Meta's status did not come within it.
-        ("BALCAO_OUTBOX_GRACE_SECONDS", "20"),
+        ("BALCAO_OUTBOX_GRACE_SECONDS", &grace),
         ("BALCAO_SHUTDOWN_GRACE_SECONDS", "5"),
         ("BALCAO_DB_MAX_CONNECTIONS", "8"),
         ("RUST_LOG", "error"),

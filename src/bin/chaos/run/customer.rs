@@ -16,6 +16,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
 
 use super::{Player, REMINDER_HOURS, STEP, confirm_button, spell, start};
+use crate::OUTBOX_GRACE;
 use crate::db::on;
 use crate::faults::Fault;
 use crate::graph::Sent;
@@ -159,7 +160,9 @@ impl Player<'_> {
         if !self.created_before(booking, due).await? {
             return Ok(());
         }
-        let wait = (due - Utc::now()).to_std().unwrap_or_default() + REMINDER_SWEEP + STEP;
+        // The sweep's period, then the outbox's grace: a send cut off by a kill or a freeze goes
+        // again only once the grace ran out (no status came), which the design asks for.
+        let wait = (due - Utc::now()).to_std().unwrap_or_default() + REMINDER_SWEEP + OUTBOX_GRACE + STEP;
         let reminder =
             self.ctx.graph.wait_for(&self.cast.number, me, before, wait, |s| s.text().starts_with("Lembrete"));
         let Some(reminder) = reminder.await else {
