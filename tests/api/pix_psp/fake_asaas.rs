@@ -257,7 +257,9 @@ async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(bo
         return asaas_error(400, "invalid_value", "O valor da cobrança deve ser maior que zero.");
     };
     let due = body["dueDate"].as_str().and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
-    if due.is_none_or(|d| d < Utc::now().date_naive()) {
+    // Asaas keeps Brasília's calendar (UTC-3): from 21:00 there, UTC is already on the next day.
+    let today = (Utc::now() - chrono::TimeDelta::hours(3)).date_naive();
+    if due.is_none_or(|d| d < today) {
         return asaas_error(400, "invalid_dueDate", "A data de vencimento não pode ser anterior à data atual.");
     }
     let payment = {
