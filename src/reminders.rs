@@ -46,14 +46,12 @@ pub async fn send_due(store: &Store, replier: &Replier, now: DateTime<Utc>) -> a
     for (tenant_id, appointment) in store.reminders_due(now, now + MAX_OFFSET).await? {
         let tenant = match tenants.entry(tenant_id) {
             Entry::Occupied(known) => known.into_mut(),
-            Entry::Vacant(slot) => match store.tenant(tenant_id).await {
-                Ok(tenant) => slot.insert(tenant),
-                Err(e) => {
-                    failed += 1;
-                    tracing::warn!(tenant = %tenant_id, error = %e, "reminders: tenant not loaded; next sweep");
-                    continue;
-                }
-            },
+            // A tenant that does not load is tried once per sweep, not once per appointment.
+            Entry::Vacant(slot) => slot.insert(store.tenant(tenant_id).await.unwrap_or_else(|e| {
+                failed += 1;
+                tracing::warn!(tenant = %tenant_id, error = %e, "reminders: tenant not loaded; next sweep");
+                None
+            })),
         };
         // Gone, or reminders turned off since the query.
         let Some(tenant) = tenant.as_ref().filter(|t| t.settings.reminders.hours_before > 0) else { continue };
