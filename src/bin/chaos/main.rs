@@ -195,8 +195,15 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
     report(args, seed, (done, failed), timing, &ctx.faults.snapshot(), &coverage);
     ctx.store.close().await;
     // A campaign whose runs stopped reaching the paths it claims to test proves nothing.
-    let unexercised: Vec<&str> =
-        COVERED.iter().copied().filter(|what| coverage.get(what).copied().unwrap_or(0) == 0).collect();
+    // Late in São Paulo's evening no booking can start exactly a reminder's offset ahead, so
+    // a campaign run then has no reminder to answer.
+    let reminders_possible = run::reminder_start(chrono::Utc::now())?.is_some();
+    let unexercised: Vec<&str> = COVERED
+        .iter()
+        .copied()
+        .filter(|what| reminders_possible || *what != "reminders answered")
+        .filter(|what| coverage.get(what).copied().unwrap_or(0) == 0)
+        .collect();
     if done >= 20 && !unexercised.is_empty() {
         println!("NOT EXERCISED in {done} runs: {}", unexercised.join(", "));
         return Ok(false);

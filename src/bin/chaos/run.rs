@@ -99,7 +99,7 @@ impl Cast {
 
 /// A start on the next minute but one, [`REMINDER_HOURS`] ahead, unless it is too late in the
 /// local day for a 30-minute service.
-fn reminder_start(now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
+pub fn reminder_start(now: DateTime<Utc>) -> anyhow::Result<Option<DateTime<Utc>>> {
     let soon = (now + TimeDelta::seconds(30)).duration_round_up(TimeDelta::minutes(1))?;
     let at = soon + TimeDelta::hours(REMINDER_HOURS);
     Ok((local(at)?.time() <= chrono::NaiveTime::from_hms_opt(23, 25, 0).context("a time")?).then_some(at))
