@@ -76,7 +76,8 @@ impl Cluster {
                 .current_dir(&self.dir)
                 .env("BALCAO_ADDR", format!("127.0.0.1:{port}"))
                 .stdin(Stdio::null())
-                .stdout(Stdio::null())
+                // The server logs to stdout; panics and early failures go to stderr.
+                .stdout(log.try_clone().context("server log")?)
                 .stderr(log)
                 .kill_on_drop(true);
             for (name, value) in &self.env {

@@ -38,6 +38,33 @@ impl Db {
         })
     }
 
+    /// Vacuums the campaign's PostgreSQL database every `period` when the server's autovacuum is
+    /// off (as on the CI host): a long campaign otherwise piles up millions of dead job and outbox
+    /// rows, the planner's estimates go stale, and the runs measure a neglected database rather
+    /// than Balcão. With autovacuum on, the server does this itself and nothing is started.
+    pub async fn vacuum_every(
+        &self,
+        period: std::time::Duration,
+    ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+        let Db::Postgres(pool) = self else { return Ok(None) };
+        let setting: String = sqlx::query_scalar("SHOW autovacuum").fetch_one(pool).await?;
+        if setting != "off" {
+            return Ok(None);
+        }
+        println!("autovacuum is off on this server: the campaign vacuums its database every {period:?}");
+        let pool = pool.clone();
+        Ok(Some(tokio::spawn(async move {
+            let mut every = tokio::time::interval(period);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                if let Err(e) = sqlx::raw_sql("VACUUM (ANALYZE)").execute(&pool).await {
+                    eprintln!("chaos: vacuum: {e}");
+                }
+            }
+        })))
+    }
+
     /// One statement that changes rows of a tenant.
     pub async fn execute(&self, sql: &str, tenant: i64) -> anyhow::Result<u64> {
         Ok(on!(self, pool => sqlx::query(sqlx::AssertSqlSafe(sql)).bind(tenant).execute(pool).await?.rows_affected()))

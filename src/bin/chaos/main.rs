@@ -56,6 +56,9 @@ const FAULT_PARALLEL: f64 = 12.0;
 /// design allows, a payment look claimed by a process killed mid-look (the claim's 90 s lease).
 const SETTLE: Duration = Duration::from_secs(150);
 
+/// How often a PostgreSQL campaign vacuums its database when the server's autovacuum is off.
+const VACUUM_EVERY: Duration = Duration::from_secs(60);
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Backend {
     Sqlite,
@@ -131,6 +134,7 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
     let store = open_store(url).await?;
     store.migrate().await.context("migrations")?;
     let db = Db::connect(url).await?;
+    let vacuum = db.vacuum_every(VACUUM_EVERY).await?;
     let faults = Faults::default();
     let (graph, statuses) = graph::FakeGraph::start().await?;
     let model = model::FakeModel::start(seed, args.model_error_rate, faults.clone()).await?;
@@ -188,6 +192,9 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
         }
     }
     drop(results);
+    if let Some(vacuum) = vacuum {
+        vacuum.abort();
+    }
     let elapsed = started.elapsed();
     cluster.shutdown().await;
     let coverage = ctx.coverage.snapshot();
@@ -344,7 +351,8 @@ fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, Stri
         ("BALCAO_OUTBOX_GRACE_SECONDS", &grace),
         ("BALCAO_SHUTDOWN_GRACE_SECONDS", "5"),
         ("BALCAO_DB_MAX_CONNECTIONS", "8"),
-        ("RUST_LOG", "error"),
+        // Warnings name what a fault did (a lost lease, a retried send) in `server-N.log`.
+        ("RUST_LOG", "warn"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -11,6 +11,14 @@ use crate::faults::Fault;
 use crate::psp::fake_asaas::{Fault as PspFault, Route, WEBHOOK_TOKEN};
 use crate::rng::Rng;
 
+/// How long a confirmed charge may take to reach the provider. At 150 runs in flight the
+/// campaign kills a process every few seconds, each kill ends the attempt that holds the click
+/// (its lease runs out, then a restart), and an attempt after one that died mid-call waits out
+/// the provider's timeout before its lookup: a click lived through four kills and a 500 and
+/// reached Asaas after 40 s (SQLite, seed 20269072). Past this bound the click's job is dead or
+/// stuck, which is a violation.
+const REACH_PROVIDER: Duration = Duration::from_secs(120);
+
 impl Player<'_> {
     pub(super) async fn merchant(&self, mut rng: Rng) -> anyhow::Result<()> {
         let staff = self.cast.staff.clone();
@@ -53,7 +61,7 @@ impl Player<'_> {
         // The payment, as the provider holds it.
         let mut payment = None;
         let mut killed = false;
-        for _ in 0..(STEP.as_millis() / 50) {
+        for _ in 0..(REACH_PROVIDER.as_millis() / 50) {
             payment = self.cast.asaas.payments().into_iter().find(|p| p["description"] == description.as_str());
             if payment.is_some() && kill_at_call && !killed {
                 self.ctx.faults.add(Fault::KillAtProviderCall);
