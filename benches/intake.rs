@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use balcao::domain::DatabaseUrl;
-use balcao::inbound::{ContactIdentity, InboundContent, IntakeWrite, NewInbound};
+use balcao::inbound::{ContactIdentity, ConversationRef, InboundContent, IntakeWrite, NewInbound};
 use balcao::jobs::{JobKind, TurnTiming};
 use balcao::store::{IntakeStore, Store, TenantStore};
 use balcao::tenant::{TenantDirectory, TenantSpec};
@@ -117,7 +117,7 @@ async fn limit(url: &str, writers: usize) -> Stats {
                 let writes: Vec<IntakeWrite> = (first..(first + LIMIT_BATCH).min(MESSAGES))
                     .map(|i| IntakeWrite::Message {
                         tenant,
-                        conversation: conversations[i % CONTACTS],
+                        conversation: ConversationRef::Known(conversations[i % CONTACTS]),
                         message: inbound("limit", i),
                         kind: JobKind::Turn,
                     })

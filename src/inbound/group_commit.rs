@@ -16,12 +16,13 @@
 //! - a batch closes when it holds `batch_max` writes or `batch_window` after its first write;
 //!   a writer never waits while it has nothing, and while one batch commits the next collects,
 //!   so batches grow with the load by themselves;
-//! - writes of one conversation keep their arrival order (message ids follow it): a
-//!   conversation's writes always go to the same writer, which commits one batch after the
-//!   other (a failed batch's writes are retried alone, in order, before the next batch); in a
-//!   batch, clicks and statuses are written after its customer messages;
-//! - batches take row locks in conversation order, so two batches rarely wait on each other in
-//!   a cycle (a deadlock the database breaks is one more failed batch, retried alone);
+//! - writes of one sender keep their arrival order (message ids follow it): a sender's writes
+//!   always go to the same writer (routed by the sender's key, known before the conversation,
+//!   which a first message creates in its batch), which commits one batch after the other (a
+//!   failed batch's writes are retried alone, in order, before the next batch); in a batch,
+//!   clicks and statuses are written after its customer messages;
+//! - batches take row locks in sender order, so two batches rarely wait on each other in a
+//!   cycle (a deadlock the database breaks is one more failed batch, retried alone);
 //! - SQLite has one writing connection, so one writer; PostgreSQL runs `writers` writers, each
 //!   committing on its own connection, and every process batches on its own.
 
@@ -117,9 +118,8 @@ impl GroupCommit {
             self.metrics.intake_batch_size.observe(1.0);
             return self.store.write_intake(&write, &self.timing, Utc::now()).await;
         }
-        let (tenant, conversation) = lock_order(&write);
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (tenant, conversation).hash(&mut hasher);
+        lock_order(&write).hash(&mut hasher);
         let queue = &self.queues[(hasher.finish() % self.queues.len() as u64) as usize];
         let (answer, answered) = oneshot::channel();
         queue.send(Queued { write, answer }).await.map_err(|_| stopped())?;
@@ -188,13 +188,22 @@ impl Writer {
     }
 }
 
-/// A write's conversation (statuses: none, after every conversation): batches are sorted by it,
-/// so concurrent batches lock job rows in one order, and writes are routed by it, so one
-/// conversation's writes keep their order.
-fn lock_order(write: &IntakeWrite) -> (i64, i64) {
+/// Where a write goes and in which order a batch takes its locks: its tenant, then its sender's
+/// key, statuses after every sender. A message is routed before its conversation is known (a
+/// first contact's is created in the batch), so the key is the sender's, not the conversation's.
+fn lock_order(write: &IntakeWrite) -> (i64, LockKey) {
     match write {
-        IntakeWrite::Message { tenant, conversation, .. } => (tenant.0, conversation.0),
-        // Statuses lock outbound rows only, after every conversation's.
-        IntakeWrite::Status { tenant, .. } => (tenant.0, i64::MAX),
+        IntakeWrite::Message { tenant, message, .. } => {
+            // Every stored message has a key (the read before it refused one without).
+            (tenant.0, LockKey::Sender(message.contact.external_key().unwrap_or_default()))
+        }
+        IntakeWrite::Status { tenant, .. } => (tenant.0, LockKey::Statuses),
     }
+}
+
+/// Senders in key order, then statuses (which lock outbound rows only).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum LockKey {
+    Sender(String),
+    Statuses,
 }

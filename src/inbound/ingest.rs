@@ -1,6 +1,5 @@
 //! One authentic webhook body → stored messages, turn jobs and outbox status updates.
 
-use chrono::Utc;
 use serde_json::Value;
 
 use super::group_commit::GroupCommit;
@@ -58,7 +57,8 @@ pub async fn ingest(
             }
         };
         for message in change.messages {
-            match store.ensure_conversation(tenant.id, &message.contact, Utc::now()).await {
+            // A read; a new contact is written with its message, in the same commit.
+            match store.resolve_conversation(tenant.id, &message.contact).await {
                 Ok(conversation) => {
                     // A click on a pending action's button is answered on its own, without the model.
                     let kind = match message.content.reply_id().and_then(ClickId::parse) {

@@ -135,11 +135,34 @@ pub struct ConversationContact {
     pub profile_name: Option<String>,
 }
 
+/// A message's conversation as the read before its write found it
+/// ([`crate::store::Store::resolve_conversation`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConversationRef {
+    /// Stored, with everything the message says about its contact.
+    Known(ConversationId),
+    /// A first contact, or one bringing an identity or name not stored yet: upserted in the
+    /// transaction that stores the message. Boxed: rare, and a write stays small in the queues.
+    Upsert(Box<ContactUpsert>),
+}
+
+/// A contact and its conversation to upsert: the contact's key (the stored contact's own
+/// when an identity is being attached to it) and what the message says about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContactUpsert {
+    pub key: String,
+    pub wa_id: Option<String>,
+    pub user_id: Option<String>,
+    pub username: Option<String>,
+    pub profile_name: Option<String>,
+}
+
 /// One write the intake makes for a verified webhook element.
 #[derive(Debug, Clone)]
 pub enum IntakeWrite {
-    /// A customer's message, for a conversation already resolved, and the job it feeds.
-    Message { tenant: TenantId, conversation: ConversationId, message: NewInbound, kind: JobKind },
+    /// A customer's message, its conversation (created in the same transaction when new) and
+    /// the job it feeds.
+    Message { tenant: TenantId, conversation: ConversationRef, message: NewInbound, kind: JobKind },
     /// A delivery status for one of our outbound messages.
     Status { tenant: TenantId, update: StatusUpdate },
 }

@@ -4,7 +4,9 @@ use chrono::{DateTime, Utc};
 
 use super::{Dialect, Pool, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
-use crate::inbound::{ContactIdentity, ConversationContact, InboundMessage, NewInbound};
+use crate::inbound::{
+    ContactIdentity, ContactUpsert, ConversationContact, ConversationRef, InboundMessage, NewInbound,
+};
 use crate::jobs::{JobKind, TurnTiming};
 
 /// What storing an inbound message did.
@@ -124,6 +126,50 @@ macro_rules! record_in_tx {
 }
 pub(crate) use record_in_tx;
 
+/// Inside a write transaction `$tx`: upserts a [`ContactUpsert`]'s contact and its conversation;
+/// yields the conversation's id. Idempotent: a repeat (or a concurrent first message of the
+/// same contact) finds the rows its predecessor wrote.
+macro_rules! upsert_conversation_in_tx {
+    ($tx:ident, $tenant:expr, $upsert:expr, $now:expr) => {
+        async {
+            let upsert: &$crate::inbound::ContactUpsert = $upsert;
+            let contact_id: i64 = sqlx::query_scalar(
+                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
+                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
+                     user_id = COALESCE(excluded.user_id, contacts.user_id),
+                     username = COALESCE(excluded.username, contacts.username),
+                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
+                     updated_at = excluded.updated_at
+                 RETURNING id",
+            )
+            .bind($tenant.0)
+            .bind(&upsert.key)
+            .bind(upsert.wa_id.as_deref())
+            .bind(upsert.user_id.as_deref())
+            .bind(upsert.username.as_deref())
+            .bind(upsert.profile_name.as_deref())
+            .bind($now)
+            .fetch_one(&mut *$tx)
+            .await?;
+            let conversation: i64 = sqlx::query_scalar(
+                "INSERT INTO conversations (tenant_id, contact_id, created_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant_id, contact_id) DO UPDATE SET contact_id = excluded.contact_id
+                 RETURNING id",
+            )
+            .bind($tenant.0)
+            .bind(contact_id)
+            .bind($now)
+            .fetch_one(&mut *$tx)
+            .await?;
+            Ok::<_, $crate::store::StoreError>($crate::domain::ConversationId(conversation))
+        }
+        .await
+    };
+}
+pub(crate) use upsert_conversation_in_tx;
+
 #[derive(sqlx::FromRow)]
 struct ContactRow {
     id: i64,
@@ -148,12 +194,12 @@ pub trait InboundStore {
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded>;
-    /// [`Self::record_inbound`] for a conversation the caller already resolved
-    /// ([`Store::ensure_conversation`]).
-    async fn record_inbound_for(
+    /// [`Self::record_inbound`] for a conversation the caller already looked up
+    /// ([`Store::resolve_conversation`]); a new one is created in the message's transaction.
+    async fn record_inbound_in(
         &self,
         tenant: TenantId,
-        conversation: ConversationId,
+        conversation: &ConversationRef,
         message: &NewInbound,
         kind: JobKind,
         timing: &TurnTiming,
@@ -184,59 +230,35 @@ impl InboundStore for Store {
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
-        let conversation = self.ensure_conversation(tenant, &message.contact, now).await?;
-        self.record_inbound_for(tenant, conversation, message, kind, timing, now).await
+        let conversation = self.resolve_conversation(tenant, &message.contact).await?;
+        self.record_inbound_in(tenant, &conversation, message, kind, timing, now).await
     }
 
-    async fn record_inbound_for(
+    async fn record_inbound_in(
         &self,
         tenant: TenantId,
-        conversation: ConversationId,
+        conversation: &ConversationRef,
         message: &NewInbound,
         kind: JobKind,
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
-        if kind == JobKind::Click {
-            return self.record_click(tenant, conversation, message, timing, now).await;
-        }
-        let job: Option<i64> = match &self.pool {
-            Pool::Postgres(pool) => {
-                // One statement, atomic on its own: the job is upserted only when the message
-                // row was inserted, so a duplicate writes nothing.
-                let query = sqlx::query_scalar(concat!(
-                    "WITH inserted AS (",
-                    insert_inbound_sql!(),
-                    ") ",
-                    upsert_turn_sql!(
-                        "SELECT $1, $2, 'available', $11, $12, 0, $13, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
-                    ),
-                ));
-                bind_inbound!(query, tenant, conversation, message, now)
-                    .bind(now + timing.debounce)
-                    .bind(now + timing.debounce_max)
-                    .bind(i64::from(timing.max_attempts))
-                    .fetch_optional(pool)
-                    .await?
+        let upsert = match conversation {
+            ConversationRef::Known(conversation) => {
+                return self.record_inbound_for(tenant, *conversation, message, kind, timing, now).await;
             }
-            Pool::Sqlite { write: pool, .. } => {
-                // SQLite has no data-modifying CTEs: the same two statements in one transaction.
-                let mut tx = pool.begin_write().await?;
-                match record_in_tx!(tx, tenant, conversation, message, JobKind::Turn, timing, now)? {
-                    None => {
-                        tx.rollback().await?;
-                        None
-                    }
-                    Some(job) => {
-                        tx.commit().await?;
-                        Some(job.0)
-                    }
-                }
-            }
+            ConversationRef::Upsert(upsert) => upsert,
         };
-        Ok(match job {
-            Some(job) => Recorded::New { conversation, job: JobId(job) },
-            None => Recorded::Duplicate,
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let conversation = upsert_conversation_in_tx!(tx, tenant, upsert, now)?;
+            let job = record_in_tx!(tx, tenant, conversation, message, kind, timing, now)?;
+            // A duplicate's contact update is kept too: it is what the message says.
+            tx.commit().await?;
+            Ok(match job {
+                Some(job) => Recorded::New { conversation, job },
+                None => Recorded::Duplicate,
+            })
         })
     }
 
@@ -330,6 +352,59 @@ impl KnownContact {
 }
 
 impl Store {
+    /// [`InboundStore::record_inbound`] for a stored conversation.
+    async fn record_inbound_for(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        message: &NewInbound,
+        kind: JobKind,
+        timing: &TurnTiming,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Recorded> {
+        if kind == JobKind::Click {
+            return self.record_click(tenant, conversation, message, timing, now).await;
+        }
+        let job: Option<i64> = match &self.pool {
+            Pool::Postgres(pool) => {
+                // One statement, atomic on its own: the job is upserted only when the message
+                // row was inserted, so a duplicate writes nothing.
+                let query = sqlx::query_scalar(concat!(
+                    "WITH inserted AS (",
+                    insert_inbound_sql!(),
+                    ") ",
+                    upsert_turn_sql!(
+                        "SELECT $1, $2, 'available', $11, $12, 0, $13, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
+                    ),
+                ));
+                bind_inbound!(query, tenant, conversation, message, now)
+                    .bind(now + timing.debounce)
+                    .bind(now + timing.debounce_max)
+                    .bind(i64::from(timing.max_attempts))
+                    .fetch_optional(pool)
+                    .await?
+            }
+            Pool::Sqlite { write: pool, .. } => {
+                // SQLite has no data-modifying CTEs: the same two statements in one transaction.
+                let mut tx = pool.begin_write().await?;
+                match record_in_tx!(tx, tenant, conversation, message, JobKind::Turn, timing, now)? {
+                    None => {
+                        tx.rollback().await?;
+                        None
+                    }
+                    Some(job) => {
+                        tx.commit().await?;
+                        Some(job.0)
+                    }
+                }
+            }
+        };
+        Ok(match job {
+            Some(job) => Recorded::New { conversation, job: JobId(job) },
+            None => Recorded::Duplicate,
+        })
+    }
+
     /// Stores a click and its own job in one transaction; a duplicate changes nothing.
     async fn record_click(
         &self,
@@ -351,19 +426,39 @@ impl Store {
         })
     }
 
-    /// The conversation with this contact, created on first contact. Contacts and
-    /// conversations are never deleted while their tenant exists, so the common case is one
-    /// read outside the message's write transaction; creation is an idempotent upsert.
-    ///
-    /// A contact is found by its `wa_id` first, else by its business-scoped user id; an
-    /// identity seen for the first time is attached to the contact found, so a customer who
-    /// once wrote with both keeps one contact (and its bookings) when only one arrives.
+    /// The conversation with this contact, created on first contact: [`Self::resolve_conversation`]
+    /// and, when that finds work to do, the upsert in a transaction of its own.
     pub async fn ensure_conversation(
         &self,
         tenant: TenantId,
         contact: &ContactIdentity,
         now: DateTime<Utc>,
     ) -> StoreResult<ConversationId> {
+        match self.resolve_conversation(tenant, contact).await? {
+            ConversationRef::Known(conversation) => Ok(conversation),
+            ConversationRef::Upsert(upsert) => writing!(self, pool => {
+                let mut tx = pool.begin_write().await?;
+                let conversation = upsert_conversation_in_tx!(tx, tenant, &upsert, now)?;
+                tx.commit().await?;
+                Ok(conversation)
+            }),
+        }
+    }
+
+    /// Finds the conversation with this contact by one read. Contacts and conversations are
+    /// never deleted while their tenant exists, so the common case ends here, outside any write
+    /// transaction; a first contact, or a contact bringing an identity or name not stored yet,
+    /// yields the upsert to run in the transaction that stores the message
+    /// ([`upsert_conversation_in_tx!`]), so a first message costs one commit, not two.
+    ///
+    /// A contact is found by its `wa_id` first, else by its business-scoped user id; an
+    /// identity seen for the first time is attached to the contact found, so a customer who
+    /// once wrote with both keeps one contact (and its bookings) when only one arrives.
+    pub async fn resolve_conversation(
+        &self,
+        tenant: TenantId,
+        contact: &ContactIdentity,
+    ) -> StoreResult<ConversationRef> {
         let external_key = contact
             .external_key()
             .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
@@ -392,45 +487,16 @@ impl Store {
             && let Some(conversation) = known.conversation
             && !known.lacks(contact)
         {
-            return Ok(ConversationId(conversation));
+            return Ok(ConversationRef::Known(ConversationId(conversation)));
         }
-        writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            // The contact found (by any identity) is upserted under its own key, so a new
-            // identity is attached to it instead of starting another contact.
-            let key = known.as_ref().map_or(external_key.as_str(), |k| k.external_key.as_str());
-            let contact_id: i64 = sqlx::query_scalar(
-                "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
-                 ON CONFLICT (tenant_id, external_key) DO UPDATE SET
-                     wa_id = COALESCE(excluded.wa_id, contacts.wa_id),
-                     user_id = COALESCE(excluded.user_id, contacts.user_id),
-                     username = COALESCE(excluded.username, contacts.username),
-                     profile_name = COALESCE(excluded.profile_name, contacts.profile_name),
-                     updated_at = excluded.updated_at
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(key)
-            .bind(wa_id)
-            .bind(contact.user_id.as_deref())
-            .bind(contact.username.as_deref())
-            .bind(contact.profile_name.as_deref())
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-            let conversation: i64 = sqlx::query_scalar(
-                "INSERT INTO conversations (tenant_id, contact_id, created_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (tenant_id, contact_id) DO UPDATE SET contact_id = excluded.contact_id
-                 RETURNING id",
-            )
-            .bind(tenant.0)
-            .bind(contact_id)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(ConversationId(conversation))
-        })
+        // The contact found (by any identity) is upserted under its own key, so a new
+        // identity is attached to it instead of starting another contact.
+        Ok(ConversationRef::Upsert(Box::new(ContactUpsert {
+            key: known.map_or(external_key, |k| k.external_key),
+            wa_id: wa_id.map(str::to_owned),
+            user_id: contact.user_id.clone(),
+            username: contact.username.clone(),
+            profile_name: contact.profile_name.clone(),
+        })))
     }
 }

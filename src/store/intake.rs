@@ -6,17 +6,19 @@
 //! unnested into the insert, then one turn upsert per conversation), which costs the database
 //! a fraction of a statement per message; clicks and statuses, rarer, run one by one in the same
 //! transaction. SQLite runs in-process, where a statement costs microseconds, so every write is
-//! the statement it is alone (`record_in_tx!`, `apply_status_on!`).
+//! the statement it is alone (`record_in_tx!`, `apply_status_on!`). A message from a first
+//! contact creates its contact and conversation in the same transaction
+//! (`upsert_conversation_in_tx!`): one commit for a new customer's first message, as for any.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::inbound::{bind_inbound, insert_inbound_sql, record_in_tx, upsert_turn_sql};
+use super::inbound::{bind_inbound, insert_inbound_sql, record_in_tx, upsert_conversation_in_tx, upsert_turn_sql};
 use super::outbox::apply_status_on;
 use super::{Dialect, InboundStore, OutboxStore, Pool, Recorded, Store, StoreResult};
 use crate::domain::{ConversationId, JobId};
-use crate::inbound::{IntakeWrite, Written};
+use crate::inbound::{ConversationRef, IntakeWrite, Written};
 use crate::jobs::{JobKind, TurnTiming};
 
 #[allow(async_fn_in_trait)]
@@ -39,9 +41,13 @@ macro_rules! write_one {
         async {
             Ok::<_, $crate::store::StoreError>(match $write {
                 IntakeWrite::Message { tenant, conversation, message, kind } => {
+                    let conversation = match conversation {
+                        ConversationRef::Known(conversation) => *conversation,
+                        ConversationRef::Upsert(upsert) => upsert_conversation_in_tx!($tx, tenant, upsert, $now)?,
+                    };
                     let job = record_in_tx!($tx, tenant, conversation, message, *kind, $timing, $now)?;
                     Written::Message(match job {
-                        Some(job) => Recorded::New { conversation: *conversation, job },
+                        Some(job) => Recorded::New { conversation, job },
                         None => Recorded::Duplicate,
                     })
                 }
@@ -104,7 +110,7 @@ impl IntakeStore for Store {
     async fn write_intake(&self, write: &IntakeWrite, timing: &TurnTiming, now: DateTime<Utc>) -> StoreResult<Written> {
         Ok(match write {
             IntakeWrite::Message { tenant, conversation, message, kind } => {
-                Written::Message(self.record_inbound_for(*tenant, *conversation, message, *kind, timing, now).await?)
+                Written::Message(self.record_inbound_in(*tenant, conversation, message, *kind, timing, now).await?)
             }
             IntakeWrite::Status { tenant, update } => Written::Status(self.apply_status(*tenant, update, now).await?),
         })
@@ -132,6 +138,12 @@ impl IntakeStore for Store {
                 let mut columns = Columns::default();
                 for write in writes {
                     if let IntakeWrite::Message { tenant, conversation, message, kind: JobKind::Turn } = write {
+                        // First contacts (rare once a business runs) are upserted one by one,
+                        // in the batch's transaction and its lock order.
+                        let conversation = match conversation {
+                            ConversationRef::Known(conversation) => *conversation,
+                            ConversationRef::Upsert(upsert) => upsert_conversation_in_tx!(tx, tenant, upsert, now)?,
+                        };
                         columns.tenants.push(tenant.0);
                         columns.conversations.push(conversation.0);
                         columns.ids.push(message.provider_message_id.clone());

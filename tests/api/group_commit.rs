@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use balcao::config::IntakeConfig;
 use balcao::domain::ConversationId;
-use balcao::inbound::{GroupCommit, IntakeWrite, Written};
+use balcao::inbound::{ConversationRef, GroupCommit, IntakeWrite, Written};
 use balcao::jobs::JobKind;
 use balcao::metrics::Metrics;
 use balcao::store::{InboundStore, IntakeStore, JobStore, Recorded};
@@ -39,7 +39,7 @@ contract!(concurrent_duplicates_in_shared_batches_are_stored_once, |db| async mo
         let wa_id = format!("55119999{c:05}");
         let conversation =
             db.store.ensure_conversation(tenant.id, &message("probe", &wa_id).contact, Utc::now()).await.unwrap();
-        conversations.push((wa_id, conversation));
+        conversations.push((wa_id, ConversationRef::Known(conversation)));
     }
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..120 {
@@ -48,7 +48,7 @@ contract!(concurrent_duplicates_in_shared_batches_are_stored_once, |db| async mo
             let (writer, wa_id) = (writer.clone(), wa_id.clone());
             let write = IntakeWrite::Message {
                 tenant: tenant.id,
-                conversation,
+                conversation: conversation.clone(),
                 message: message(&format!("wamid.gc{i}"), &wa_id),
                 kind: JobKind::Turn,
             };
@@ -83,7 +83,7 @@ contract!(a_failing_write_fails_alone_and_its_batch_mates_are_stored, |db| async
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..11 {
         // The sixth names a conversation that does not exist: the database refuses it.
-        let conversation = if i == 5 { ConversationId(i64::MAX / 2) } else { conversation };
+        let conversation = ConversationRef::Known(if i == 5 { ConversationId(i64::MAX / 2) } else { conversation });
         let write = IntakeWrite::Message {
             tenant: tenant.id,
             conversation,
@@ -117,7 +117,7 @@ contract!(without_group_commit_each_write_commits_alone, |db| async move {
         db.store.ensure_conversation(tenant.id, &message("probe", "5511977770001").contact, Utc::now()).await.unwrap();
     let write = |wamid: &str| IntakeWrite::Message {
         tenant: tenant.id,
-        conversation,
+        conversation: ConversationRef::Known(conversation),
         message: message(wamid, "5511977770001"),
         kind: JobKind::Turn,
     };
@@ -139,7 +139,7 @@ contract!(one_batch_mixes_messages_repeats_and_clicks_in_order, |db| async move 
     let (ana, bia) = (conversation("5511966660001").await, conversation("5511966660002").await);
     let text = |wamid: &str, conversation, wa_id| IntakeWrite::Message {
         tenant: tenant.id,
-        conversation,
+        conversation: ConversationRef::Known(conversation),
         message: message(wamid, wa_id),
         kind: JobKind::Turn,
     };
@@ -149,7 +149,12 @@ contract!(one_batch_mixes_messages_repeats_and_clicks_in_order, |db| async move 
         text("wamid.a1", ana, "5511966660001"),
         text("wamid.b1", bia, "5511966660002"),
         text("wamid.a1", ana, "5511966660001"),
-        IntakeWrite::Message { tenant: tenant.id, conversation: ana, message: click, kind: JobKind::Click },
+        IntakeWrite::Message {
+            tenant: tenant.id,
+            conversation: ConversationRef::Known(ana),
+            message: click,
+            kind: JobKind::Click,
+        },
         text("wamid.a2", ana, "5511966660001"),
     ];
     let refs: Vec<&IntakeWrite> = writes.iter().collect();
@@ -184,7 +189,7 @@ contract!(a_conversations_messages_keep_their_order_across_batches_and_writers, 
         .iter()
         .map(|id| IntakeWrite::Message {
             tenant: tenant.id,
-            conversation,
+            conversation: ConversationRef::Known(conversation),
             message: message(id, wa_id),
             kind: JobKind::Turn,
         })
@@ -195,4 +200,74 @@ contract!(a_conversations_messages_keep_their_order_across_batches_and_writers, 
     let stored: Vec<String> =
         db.store.turn_messages(tenant.id, job.id).await.unwrap().into_iter().map(|m| m.provider_message_id).collect();
     assert_eq!(stored, ids);
+});
+
+contract!(a_first_message_creates_its_contact_in_its_own_commit, |db| async move {
+    let tenant = db.tenant().await;
+    let t = Arc::new(timing(600, 600, 5));
+    let contacts = || async {
+        crate::raw_pool!(db, pool => sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM contacts c JOIN conversations v ON v.contact_id = c.id WHERE c.tenant_id = $1"
+        )
+        .bind(tenant.id.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap())
+    };
+    // Alone: a new customer's first message is one commit, contact and conversation included.
+    let writer = GroupCommit::start(db.store.clone(), t.clone(), Metrics::new(), &settings(1, 0, 1));
+    let first = message("wamid.first", "5511944440001");
+    let conversation = db.store.resolve_conversation(tenant.id, &first.contact).await.unwrap();
+    assert!(matches!(conversation, ConversationRef::Upsert(_)), "{conversation:?}");
+    let commits = db.store.sqlite_commits();
+    let write = IntakeWrite::Message { tenant: tenant.id, conversation, message: first.clone(), kind: JobKind::Turn };
+    let Written::Message(Recorded::New { conversation: stored, .. }) = writer.write(write).await.unwrap() else {
+        panic!("the first message was not stored");
+    };
+    if let (Some(before), Some(after)) = (commits, db.store.sqlite_commits()) {
+        assert_eq!(after - before, 1, "a first message should commit once");
+    }
+    assert_eq!(db.store.resolve_conversation(tenant.id, &first.contact).await.unwrap(), ConversationRef::Known(stored));
+
+    // In batches: eight new customers' first three messages, each delivered twice, all looked
+    // up before any is stored, so every write carries its contact's upsert.
+    let writer = GroupCommit::start(db.store.clone(), t, Metrics::new(), &settings(16, 5, 3));
+    let mut senders = tokio::task::JoinSet::new();
+    for c in 0..8 {
+        let wa_id = format!("55119444{:05}", c + 10);
+        let mut writes = Vec::new();
+        for i in 0..3 {
+            let m = message(&format!("wamid.new{c}.{i}"), &wa_id);
+            for _ in 0..2 {
+                let conversation = db.store.resolve_conversation(tenant.id, &m.contact).await.unwrap();
+                assert!(matches!(conversation, ConversationRef::Upsert(_)));
+                writes.push(IntakeWrite::Message {
+                    tenant: tenant.id,
+                    conversation,
+                    message: m.clone(),
+                    kind: JobKind::Turn,
+                });
+            }
+        }
+        let writer = writer.clone();
+        senders.spawn(async move { writer.write_all(writes).await });
+    }
+    while let Some(results) = senders.join_next().await {
+        let mut conversations = std::collections::BTreeSet::new();
+        let (mut new, mut duplicates) = (0, 0);
+        for result in results.unwrap() {
+            match result.unwrap() {
+                Written::Message(Recorded::New { conversation, .. }) => {
+                    new += 1;
+                    conversations.insert(conversation);
+                }
+                Written::Message(Recorded::Duplicate) => duplicates += 1,
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!((new, duplicates, conversations.len()), (3, 3, 1));
+    }
+    assert_eq!(contacts().await, 9);
+    assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 25);
+    assert_eq!(db.store.count_jobs(tenant.id).await.unwrap(), 9);
 });
