@@ -126,13 +126,20 @@ macro_rules! record_in_tx {
 }
 pub(crate) use record_in_tx;
 
-/// Inside a write transaction `$tx`: upserts a [`ContactUpsert`]'s contact and its conversation;
-/// yields the conversation's id. Idempotent: a repeat (or a concurrent first message of the
-/// same contact) finds the rows its predecessor wrote.
-macro_rules! upsert_conversation_in_tx {
-    ($tx:ident, $tenant:expr, $upsert:expr, $now:expr) => {
+/// Inside a write transaction `$tx`: the id of a [`ConversationRef`]'s conversation, upserting
+/// its contact and conversation first when the read before found work to do. Idempotent: a
+/// repeat (or a concurrent first message of the same contact) finds the rows its predecessor
+/// wrote.
+macro_rules! conversation_in_tx {
+    ($tx:ident, $tenant:expr, $conversation:expr, $now:expr) => {
         async {
-            let upsert: &$crate::inbound::ContactUpsert = $upsert;
+            let conversation: &$crate::inbound::ConversationRef = $conversation;
+            let upsert = match conversation {
+                $crate::inbound::ConversationRef::Known(known) => {
+                    return Ok::<_, $crate::store::StoreError>(*known);
+                }
+                $crate::inbound::ConversationRef::Upsert(upsert) => upsert,
+            };
             let contact_id: i64 = sqlx::query_scalar(
                 "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
@@ -168,7 +175,7 @@ macro_rules! upsert_conversation_in_tx {
         .await
     };
 }
-pub(crate) use upsert_conversation_in_tx;
+pub(crate) use conversation_in_tx;
 
 #[derive(sqlx::FromRow)]
 struct ContactRow {
@@ -243,15 +250,12 @@ impl InboundStore for Store {
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
-        let upsert = match conversation {
-            ConversationRef::Known(conversation) => {
-                return self.record_inbound_for(tenant, *conversation, message, kind, timing, now).await;
-            }
-            ConversationRef::Upsert(upsert) => upsert,
-        };
+        if let ConversationRef::Known(known) = conversation {
+            return self.record_inbound_for(tenant, *known, message, kind, timing, now).await;
+        }
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let conversation = upsert_conversation_in_tx!(tx, tenant, upsert, now)?;
+            let conversation = conversation_in_tx!(tx, tenant, conversation, now)?;
             let job = record_in_tx!(tx, tenant, conversation, message, kind, timing, now)?;
             // A duplicate's contact update is kept too: it is what the message says.
             tx.commit().await?;
@@ -434,22 +438,23 @@ impl Store {
         contact: &ContactIdentity,
         now: DateTime<Utc>,
     ) -> StoreResult<ConversationId> {
-        match self.resolve_conversation(tenant, contact).await? {
-            ConversationRef::Known(conversation) => Ok(conversation),
-            ConversationRef::Upsert(upsert) => writing!(self, pool => {
-                let mut tx = pool.begin_write().await?;
-                let conversation = upsert_conversation_in_tx!(tx, tenant, &upsert, now)?;
-                tx.commit().await?;
-                Ok(conversation)
-            }),
+        let conversation = self.resolve_conversation(tenant, contact).await?;
+        if let ConversationRef::Known(known) = conversation {
+            return Ok(known);
         }
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let id = conversation_in_tx!(tx, tenant, &conversation, now)?;
+            tx.commit().await?;
+            Ok(id)
+        })
     }
 
     /// Finds the conversation with this contact by one read. Contacts and conversations are
     /// never deleted while their tenant exists, so the common case ends here, outside any write
     /// transaction; a first contact, or a contact bringing an identity or name not stored yet,
     /// yields the upsert to run in the transaction that stores the message
-    /// ([`upsert_conversation_in_tx!`]), so a first message costs one commit, not two.
+    /// ([`conversation_in_tx!`]), so a first message costs one commit, not two.
     ///
     /// A contact is found by its `wa_id` first, else by its business-scoped user id; an
     /// identity seen for the first time is attached to the contact found, so a customer who

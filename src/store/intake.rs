@@ -8,17 +8,17 @@
 //! transaction. SQLite runs in-process, where a statement costs microseconds, so every write is
 //! the statement it is alone (`record_in_tx!`, `apply_status_on!`). A message from a first
 //! contact creates its contact and conversation in the same transaction
-//! (`upsert_conversation_in_tx!`): one commit for a new customer's first message, as for any.
+//! (`conversation_in_tx!`): one commit for a new customer's first message, as for any.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::inbound::{bind_inbound, insert_inbound_sql, record_in_tx, upsert_conversation_in_tx, upsert_turn_sql};
+use super::inbound::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
 use super::outbox::apply_status_on;
 use super::{Dialect, InboundStore, OutboxStore, Pool, Recorded, Store, StoreResult};
 use crate::domain::{ConversationId, JobId};
-use crate::inbound::{ConversationRef, IntakeWrite, Written};
+use crate::inbound::{IntakeWrite, Written};
 use crate::jobs::{JobKind, TurnTiming};
 
 #[allow(async_fn_in_trait)]
@@ -41,10 +41,7 @@ macro_rules! write_one {
         async {
             Ok::<_, $crate::store::StoreError>(match $write {
                 IntakeWrite::Message { tenant, conversation, message, kind } => {
-                    let conversation = match conversation {
-                        ConversationRef::Known(conversation) => *conversation,
-                        ConversationRef::Upsert(upsert) => upsert_conversation_in_tx!($tx, tenant, upsert, $now)?,
-                    };
+                    let conversation = conversation_in_tx!($tx, tenant, conversation, $now)?;
                     let job = record_in_tx!($tx, tenant, conversation, message, *kind, $timing, $now)?;
                     Written::Message(match job {
                         Some(job) => Recorded::New { conversation, job },
@@ -140,10 +137,7 @@ impl IntakeStore for Store {
                     if let IntakeWrite::Message { tenant, conversation, message, kind: JobKind::Turn } = write {
                         // First contacts (rare once a business runs) are upserted one by one,
                         // in the batch's transaction and its lock order.
-                        let conversation = match conversation {
-                            ConversationRef::Known(conversation) => *conversation,
-                            ConversationRef::Upsert(upsert) => upsert_conversation_in_tx!(tx, tenant, upsert, now)?,
-                        };
+                        let conversation = conversation_in_tx!(tx, tenant, conversation, now)?;
                         columns.tenants.push(tenant.0);
                         columns.conversations.push(conversation.0);
                         columns.ids.push(message.provider_message_id.clone());
