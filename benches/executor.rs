@@ -1,6 +1,7 @@
-//! The executor's overhead: an executed call (no-op handler) next to the same reserve and
-//! settle statements issued directly, and the cost of a replay next to one round trip, in the
-//! same run, on SQLite and PostgreSQL. The first table's calls are sequential (one task), so
+//! The executor's overhead: an executed call of a no-op tool with a local effect (its row
+//! claimed with its outcome, one commit) next to the same statements issued directly, the same
+//! call with an outside effect (reserved, then settled: two commits), and the cost of a replay
+//! next to its one statement, in the same run, on SQLite and PostgreSQL. The first table's calls are sequential (one task), so
 //! its numbers are per-call latency without contention; the second runs [`TASKS`] tasks of
 //! [`PER_TASK`] calls each at once, executed and then replayed, and reports calls per second.
 //!
@@ -14,10 +15,10 @@ use balcao::domain::{ContactId, ConversationId};
 use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
 use balcao::jobs::{JobKind, TurnTiming};
 use balcao::ledger::{
-    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Tool, ToolCall, ToolFailure,
-    ToolSpec, derive_key, fingerprint,
+    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Reach, Tool, ToolCall,
+    ToolFailure, ToolSpec, derive_key, fingerprint,
 };
-use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Reservation, Settlement, Store, TenantStore};
+use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Settlement, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -33,16 +34,23 @@ const POOL: u32 = TASKS as u32;
 static NOOP: ToolSpec = ToolSpec {
     name: "noop",
     description: "does nothing",
-    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "-" },
+    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "-", reach: Reach::Local },
     fields: &[FieldSpec { name: "item", kind: FieldKind::Text, required: true, identity: true, description: "-" }],
 };
 
-struct Noop;
+/// The same tool with an outside effect: reserved (durably) before its handler runs.
+static NOOP_OUTSIDE: ToolSpec = ToolSpec {
+    name: "noop_outside",
+    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "-", reach: Reach::Outside },
+    ..NOOP
+};
+
+struct Noop(&'static ToolSpec);
 
 #[async_trait]
 impl Tool for Noop {
     fn spec(&self) -> &'static ToolSpec {
-        &NOOP
+        self.0
     }
     async fn run(&self, _call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         Ok(json!({ "ok": true }))
@@ -94,32 +102,39 @@ async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, Conversa
     (store, tenant, contact, conversation)
 }
 
-/// The reserve statement for the no-op tool's `item`, issued directly.
-async fn reserve(
+/// The statements of a local-effect call of the no-op tool on `item`, issued directly: the
+/// probe (which finds no row for a fresh key) and, when `fresh`, the insert of the settled row.
+async fn direct(
     store: &Store,
     tenant: &balcao::tenant::Tenant,
     contact: ContactId,
     conversation: ConversationId,
     item: &str,
-) -> Reservation {
+    fresh: bool,
+) {
     let args = NOOP.normalize(&json!({ "item": item })).expect("args");
     let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
     let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
-    let (fingerprint, arguments) = (fingerprint(&args), args.to_value());
-    let new = NewExecution {
-        tenant: tenant.id,
-        key: &key,
-        tool: NOOP.name,
-        fingerprint: &fingerprint,
-        arguments: &arguments,
-        conversation,
-        contact,
-        turn: None,
-        tool_use_id: None,
-        turn_attempt: None,
-    };
-    let now = Utc::now();
-    store.reserve_execution(&new, now, now + TimeDelta::minutes(2)).await.expect("reserve")
+    let found = store.probe_execution(tenant.id, &key).await.expect("probe");
+    assert_eq!(found.is_none(), fresh);
+    if fresh {
+        let (fingerprint, arguments) = (fingerprint(&args), args.to_value());
+        let new = NewExecution {
+            tenant: tenant.id,
+            key: &key,
+            tool: NOOP.name,
+            fingerprint: &fingerprint,
+            arguments: &arguments,
+            conversation,
+            contact,
+            turn: None,
+            tool_use_id: None,
+            turn_attempt: None,
+        };
+        let result = json!({ "ok": true });
+        let settled = Settlement { state: LedgerState::Succeeded, result: Some(&result), error: None };
+        store.insert_settled_execution(&new, &settled, Utc::now()).await.expect("insert").expect("fresh key");
+    }
 }
 
 /// The sequential table's rows and the concurrent table's rows.
@@ -152,44 +167,42 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
     let ctx = |now| context(&tenant, contact, conversation, now);
-    let (mut via_executor, mut direct, mut replay, mut one_statement, mut one_read) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut via_executor, mut issued, mut outside, mut replay, mut one_statement, mut one_read) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleaved rounds, so drift in the machine's speed hits both sides alike.
     for round in 0..ROUNDS {
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("exec-{round}-{i}") });
             let now = Utc::now();
             let started = Instant::now();
-            let outcome = executor.execute(&Noop, &ctx(now), &input).await.expect("execute");
+            let outcome = executor.execute(&Noop(&NOOP), &ctx(now), &input).await.expect("execute");
             via_executor.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
         }
         for i in 0..CALLS / ROUNDS {
-            let result = json!({ "ok": true });
-            let settle = Settlement { state: LedgerState::Succeeded, result: Some(&result), error: None };
-            let now = Utc::now();
             let started = Instant::now();
-            let Reservation::Fresh(id) =
-                reserve(&store, &tenant, contact, conversation, &format!("direct-{round}-{i}")).await
-            else {
-                panic!("fresh key")
-            };
-            assert!(store.settle_execution(tenant.id, id, 1, &settle, now).await.expect("settle"));
-            direct.push(started.elapsed());
+            direct(&store, &tenant, contact, conversation, &format!("direct-{round}-{i}"), true).await;
+            issued.push(started.elapsed());
+        }
+        for i in 0..CALLS / ROUNDS {
+            let input = json!({ "item": format!("outside-{round}-{i}") });
+            let started = Instant::now();
+            let outcome = executor.execute(&Noop(&NOOP_OUTSIDE), &ctx(Utc::now()), &input).await.expect("execute");
+            outside.push(started.elapsed());
+            assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
         }
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("exec-{round}-{i}") });
             let started = Instant::now();
-            let outcome = executor.execute(&Noop, &ctx(Utc::now()), &input).await.expect("replay");
+            let outcome = executor.execute(&Noop(&NOOP), &ctx(Utc::now()), &input).await.expect("replay");
             replay.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_)));
         }
         for i in 0..CALLS / ROUNDS {
-            // The one statement a replay costs: the reserve upsert on an existing key.
+            // The one statement a replay costs: the probe that finds the row.
             let started = Instant::now();
-            let repeat = reserve(&store, &tenant, contact, conversation, &format!("direct-{round}-{i}")).await;
+            direct(&store, &tenant, contact, conversation, &format!("direct-{round}-{i}"), false).await;
             one_statement.push(started.elapsed());
-            assert!(matches!(repeat, Reservation::Repeat(_)));
         }
         for _ in 0..CALLS / ROUNDS {
             let started = Instant::now();
@@ -197,8 +210,14 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
             one_read.push(started.elapsed());
         }
     }
-    let (e, d, r, o, q) =
-        (Timings(via_executor), Timings(direct), Timings(replay), Timings(one_statement), Timings(one_read));
+    let (e, d, x, r, o, q) = (
+        Timings(via_executor),
+        Timings(issued),
+        Timings(outside),
+        Timings(replay),
+        Timings(one_statement),
+        Timings(one_read),
+    );
     let (executed_rate, replay_rate) = concurrent(&executor, &tenant, contact, conversation).await;
     let concurrent = format!(
         "| {name} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
@@ -209,10 +228,11 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         replay_rate * r.mean_us() / 1e6,
     );
     let sequential = format!(
-        "| {name} | executed via executor | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
-         | {name} | reserve + settle issued directly (both durable) | {:.0} | {:.0} | {:.0} | |\n\
+        "| {name} | executed via executor, local effect (one commit) | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
+         | {name} | its probe + settled insert issued directly (one durable) | {:.0} | {:.0} | {:.0} | |\n\
+         | {name} | executed via executor, outside effect (reserve, then settle) | {:.0} | {:.0} | {:.0} | {:.2}× local |\n\
          | {name} | replay via executor (`already_done`) | {:.0} | {:.0} | {:.0} | {:.2}× its one statement |\n\
-         | {name} | the reserve upsert on an existing key, directly | {:.0} | {:.0} | {:.0} | |\n\
+         | {name} | the probe on an existing key, directly | {:.0} | {:.0} | {:.0} | |\n\
          | {name} | for scale: one indexed read | {:.0} | {:.0} | {:.0} | |\n",
         e.mean_us(),
         e.p(0.5),
@@ -221,6 +241,10 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         d.mean_us(),
         d.p(0.5),
         d.p(0.99),
+        x.mean_us(),
+        x.p(0.5),
+        x.p(0.99),
+        x.mean_us() / e.mean_us(),
         r.mean_us(),
         r.p(0.5),
         r.p(0.99),
@@ -283,7 +307,7 @@ async fn concurrent(
                     for i in 0..PER_TASK {
                         let ctx = context(&tenant, contact, conversation, Utc::now());
                         let input = json!({ "item": format!("concurrent-{task}-{i}") });
-                        let outcome = executor.execute(&Noop, &ctx, &input).await.expect("execute");
+                        let outcome = executor.execute(&Noop(&NOOP), &ctx, &input).await.expect("execute");
                         match phase {
                             0 => assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_))),
                             _ => assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_))),

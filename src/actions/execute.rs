@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{ActionId, ActionPayload, ActionStatus};
 use crate::agent::tools::{book, cancel, move_booking};
 use crate::charges::{ChargeOrder, create_charge};
-use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
+use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::outbox::Replier;
 use crate::pix::Gateways;
 use crate::store::{ActionStore, AgendaStore, Store};
@@ -24,7 +24,11 @@ pub struct ExecuteAction {
 pub static EXECUTE_ACTION: ToolSpec = ToolSpec {
     name: "execute_action",
     description: "Carries out a pending action a person confirmed (never offered to the model).",
-    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "This action was already carried out." },
+    effect: Effect::Write {
+        policy: KeyPolicy::Business,
+        on_conflict: "This action was already carried out.",
+        reach: Reach::Outside,
+    },
     fields: &[FieldSpec {
         name: "action_id",
         kind: FieldKind::Text,

@@ -13,7 +13,8 @@ use tokio_util::sync::CancellationToken;
 use crate::charges::{ChargeOrder, create_charge};
 use crate::domain::{ContactId, TenantId};
 use crate::ledger::{
-    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Tool, ToolCall, ToolFailure, ToolSpec,
+    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,
+    ToolSpec,
 };
 use crate::messages::{DepositText, deposit_text};
 use crate::outbox::Replier;
@@ -27,7 +28,11 @@ const BATCH: i64 = 100;
 pub static CREATE_DEPOSIT: ToolSpec = ToolSpec {
     name: "create_deposit",
     description: "Sends the customer the Pix charge for a held booking's deposit (never offered to the model).",
-    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "This deposit was already charged." },
+    effect: Effect::Write {
+        policy: KeyPolicy::Business,
+        on_conflict: "This deposit was already charged.",
+        reach: Reach::Outside,
+    },
     fields: &[FieldSpec {
         name: "appointment_id",
         kind: FieldKind::Id,

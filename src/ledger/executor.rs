@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use super::fence::{Claim, Fence, Held};
 use super::key::{KeyScope, LedgerKey, derive_key, fingerprint};
-use super::spec::{Effect, InputError, NormalizedArgs, ToolSpec};
+use super::spec::{Effect, InputError, NormalizedArgs, Reach, ToolSpec};
 use super::window::SendWindow;
 use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
@@ -44,13 +45,13 @@ pub struct CallContext<'a> {
 }
 
 /// Which attempt at a key a handler is running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attempt {
-    /// The ledger row.
-    pub execution: i64,
-    pub generation: i64,
+#[derive(Debug, Clone, Copy)]
+pub struct Attempt<'a> {
+    /// What the transaction of a local effect proves before writing it.
+    pub fence: Fence<'a>,
     /// The state the row was taken over from: `OutcomeUnknown` (or `Running`, an attempt that
-    /// died) tells the handler to look the effect up before creating it.
+    /// died) tells the handler to look the effect up before creating it. `None` for a fresh
+    /// reservation or claim.
     pub previous: Option<LedgerState>,
     /// Taken over from a row left running: until when its holder may still send an outside
     /// request (see `ledger::window`). A handler calling a provider that does not deduplicate
@@ -58,20 +59,14 @@ pub struct Attempt {
     pub predecessor_sends_until: Option<Instant>,
 }
 
-impl Attempt {
-    pub fn fence(&self) -> Fence {
-        Fence { execution: self.execution, generation: self.generation }
+impl<'a> Attempt<'a> {
+    pub fn fence(&self) -> Fence<'a> {
+        self.fence
     }
-}
 
-/// Proof of holding a ledger row at a generation. An effect stored in Balcão's own database
-/// commits in one transaction with its outcome, and only while the fence holds (the "atomic
-/// phase"): a crash leaves either both or neither, and a worker that lost the row writes
-/// nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fence {
-    pub execution: i64,
-    pub generation: i64,
+    fn held(execution: i64, generation: i64) -> Self {
+        Self { fence: Fence::Held(Held { execution, generation }), previous: None, predecessor_sends_until: None }
+    }
 }
 
 /// What a handler gets.
@@ -81,7 +76,7 @@ pub struct ToolCall<'a> {
     pub args: &'a NormalizedArgs,
     /// For writes: the ledger key, to pass on to outside systems.
     pub key: Option<&'a LedgerKey>,
-    pub attempt: Option<Attempt>,
+    pub attempt: Option<Attempt<'a>>,
     /// While it is open, the attempt still holds its lease: requests with an outside effect
     /// are sent only then. Always open for reads.
     pub window: SendWindow,
@@ -228,7 +223,7 @@ impl Executor {
             Ok(args) => args,
             Err(e) => return Ok(Outcome::Invalid(e)),
         };
-        let Effect::Write { policy, on_conflict } = spec.effect else {
+        let Effect::Write { policy, on_conflict, reach } = spec.effect else {
             let call = ToolCall { ctx, args: &args, key: None, attempt: None, window: SendWindow::unbounded() };
             return Ok(match tool.run(&call).await {
                 Ok(v) => Outcome::Executed(v),
@@ -250,27 +245,38 @@ impl Executor {
         let now = self.store.db_time(ctx.now);
         let lease_until = now + to_delta(self.lease);
 
+        let new = NewExecution {
+            tenant,
+            key: &key,
+            tool: spec.name,
+            fingerprint: &fingerprint,
+            arguments: &arguments,
+            conversation: ctx.conversation,
+            contact: ctx.customer,
+            turn: ctx.turn,
+            tool_use_id: ctx.tool_use_id,
+            turn_attempt: ctx.turn_attempt,
+        };
         for _ in 0..MAX_DECISION_ROUNDS {
-            let new = NewExecution {
-                tenant,
-                key: &key,
-                tool: spec.name,
-                fingerprint: &fingerprint,
-                arguments: &arguments,
-                conversation: ctx.conversation,
-                contact: ctx.customer,
-                turn: ctx.turn,
-                tool_use_id: ctx.tool_use_id,
-                turn_attempt: ctx.turn_attempt,
-            };
-            let row = match self.store.reserve_execution(&new, now, lease_until).await? {
-                Reservation::Fresh(id) => {
-                    tracing::info!(tool = spec.name, %key, "executing");
-                    let attempt =
-                        Attempt { execution: id, generation: 1, previous: None, predecessor_sends_until: None };
-                    return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
-                }
-                Reservation::Repeat(row) => *row,
+            let row = match reach {
+                // A local effect claims its key in its own transaction: only an existing row
+                // is looked at first (one round trip, no commit when there is none).
+                Reach::Local => match self.store.probe_execution(tenant, &key).await? {
+                    Some(row) => row,
+                    None => match self.run_claimed(tool, ctx, &args, &key, Claim::new(new.clone(), now)).await? {
+                        Some(outcome) => return Ok(outcome),
+                        // A concurrent call claimed the key first: answer from its row.
+                        None => continue,
+                    },
+                },
+                Reach::Outside => match self.store.reserve_execution(&new, now, lease_until).await? {
+                    Reservation::Fresh(id) => {
+                        tracing::info!(tool = spec.name, %key, "executing");
+                        let attempt = Attempt::held(id, 1);
+                        return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
+                    }
+                    Reservation::Repeat(row) => *row,
+                },
             };
             match decide(&row, &fingerprint, ctx, now, on_conflict) {
                 Decision::Replay(outcome) => {
@@ -290,10 +296,9 @@ impl Executor {
                     if let Some(generation) = self.store.take_over_execution(&takeover, now, lease_until).await? {
                         tracing::warn!(tool = spec.name, %key, generation, previous = %row.status, "took over");
                         let attempt = Attempt {
-                            execution: row.id,
-                            generation,
                             previous: row.state(),
                             predecessor_sends_until: self.predecessor_sends_until(&row, now),
+                            ..Attempt::held(row.id, generation)
                         };
                         return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
                     }
@@ -301,6 +306,38 @@ impl Executor {
             }
         }
         Ok(Outcome::AlreadyInProgress)
+    }
+
+    /// Runs a local-effect tool on a key no row holds: the handler's transaction claims the
+    /// key with its effect (see `ledger::fence`). A handler that ends without storing its
+    /// outcome there (it had nothing to write, or it failed) has the outcome stored now, in one
+    /// statement that also claims the key. `None` when a concurrent call holds the key: the
+    /// caller answers from that call's row.
+    async fn run_claimed(
+        &self,
+        tool: &dyn Tool,
+        ctx: &CallContext<'_>,
+        args: &NormalizedArgs,
+        key: &LedgerKey,
+        claim: Claim<'_>,
+    ) -> anyhow::Result<Option<Outcome>> {
+        tracing::info!(tool = tool.spec().name, %key, "executing");
+        let attempt = Attempt { fence: Fence::Claim(&claim), previous: None, predecessor_sends_until: None };
+        let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt), window: SendWindow::unbounded() };
+        let result = tool.run(&call).await;
+        let (settlement, outcome) = settlement_of(&result);
+        if result.is_ok() && claim.settled() {
+            return Ok(Some(outcome));
+        }
+        if matches!(settlement.state, LedgerState::FailedTransient | LedgerState::OutcomeUnknown) {
+            // Nothing of ours happened (a local effect commits whole or not at all), so nothing
+            // is stored; but the failure may be a concurrent duplicate's doing (it holds the
+            // key, or took the slot): then its row answers.
+            let taken = self.store.execution(ctx.tenant.id, key).await?.is_some();
+            return Ok((!taken).then_some(outcome));
+        }
+        let stored = self.store.insert_settled_execution(&claim.new, &settlement, claim.now).await?;
+        Ok(stored.map(|_| outcome))
     }
 
     /// Until when the holder of `row`, taken over now, may still send an outside request: a
@@ -323,10 +360,12 @@ impl Executor {
         ctx: &CallContext<'_>,
         args: &NormalizedArgs,
         key: &LedgerKey,
-        attempt: Attempt,
+        attempt: Attempt<'_>,
         (now, taken): (DateTime<Utc>, Instant),
     ) -> anyhow::Result<Outcome> {
-        let id = attempt.execution;
+        let Fence::Held(Held { execution: id, generation }) = attempt.fence else {
+            anyhow::bail!("a reserved attempt holds its row");
+        };
         let clock = || now + to_delta(taken.elapsed());
         let window = SendWindow::for_lease(taken, self.lease);
         let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt), window: window.clone() };
@@ -338,7 +377,7 @@ impl Executor {
                 let beat = Instant::now();
                 let now = clock();
                 let until = now + to_delta(self.lease);
-                match self.store.renew_execution(tenant, id, attempt.generation, now, until).await {
+                match self.store.renew_execution(tenant, id, generation, now, until).await {
                     Ok(true) => {
                         held_until = until;
                         window.renewed(beat, self.lease);
@@ -367,31 +406,10 @@ impl Executor {
                 return Ok(Outcome::AlreadyInProgress);
             }
         };
-        let (settlement, outcome) = match &result {
-            Ok(value) => (
-                Settlement { state: LedgerState::Succeeded, result: Some(value), error: None },
-                Outcome::Executed(value.clone()),
-            ),
-            Err(ToolFailure::Permanent { message, details }) => (
-                Settlement { state: LedgerState::FailedPermanent, result: Some(details), error: Some(message) },
-                Outcome::Failed { error: message.clone(), details: details.clone() },
-            ),
-            Err(ToolFailure::Refused { message, details }) => (
-                Settlement { state: LedgerState::Refused, result: Some(details), error: Some(message) },
-                Outcome::Failed { error: message.clone(), details: details.clone() },
-            ),
-            Err(ToolFailure::Transient(e)) => (
-                Settlement { state: LedgerState::FailedTransient, result: None, error: Some(e) },
-                Outcome::Retryable { error: e.clone() },
-            ),
-            Err(ToolFailure::Unknown(e)) => (
-                Settlement { state: LedgerState::OutcomeUnknown, result: None, error: Some(e) },
-                Outcome::Retryable { error: format!("the outcome is unknown ({e}); the next attempt checks first") },
-            ),
-        };
+        let (settlement, outcome) = settlement_of(&result);
         let (mut pause, mut tries) = (SETTLE_RETRY_PAUSE, 1);
         loop {
-            match self.store.settle_execution(tenant, id, attempt.generation, &settlement, clock()).await {
+            match self.store.settle_execution(tenant, id, generation, &settlement, clock()).await {
                 Ok(true) => return Ok(outcome),
                 Ok(false) => {
                     tracing::warn!(%key, "lease lost before the outcome could be stored");
@@ -407,6 +425,32 @@ impl Executor {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+/// What a handler's result stores in the ledger, and what the agent is told.
+fn settlement_of(result: &Result<Value, ToolFailure>) -> (Settlement<'_>, Outcome) {
+    match result {
+        Ok(value) => (
+            Settlement { state: LedgerState::Succeeded, result: Some(value), error: None },
+            Outcome::Executed(value.clone()),
+        ),
+        Err(ToolFailure::Permanent { message, details }) => (
+            Settlement { state: LedgerState::FailedPermanent, result: Some(details), error: Some(message) },
+            Outcome::Failed { error: message.clone(), details: details.clone() },
+        ),
+        Err(ToolFailure::Refused { message, details }) => (
+            Settlement { state: LedgerState::Refused, result: Some(details), error: Some(message) },
+            Outcome::Failed { error: message.clone(), details: details.clone() },
+        ),
+        Err(ToolFailure::Transient(e)) => (
+            Settlement { state: LedgerState::FailedTransient, result: None, error: Some(e) },
+            Outcome::Retryable { error: e.clone() },
+        ),
+        Err(ToolFailure::Unknown(e)) => (
+            Settlement { state: LedgerState::OutcomeUnknown, result: None, error: Some(e) },
+            Outcome::Retryable { error: format!("the outcome is unknown ({e}); the next attempt checks first") },
+        ),
     }
 }
 

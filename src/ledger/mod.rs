@@ -4,11 +4,22 @@
 //! Invariants:
 //! - only write tools pass through here; a write's key comes from business identity
 //!   ([`key`]), never from the `tool_use_id`;
-//! - a call reserves its key on `agent_tool_executions` (unique per tenant) in one statement:
-//!   `INSERT … ON CONFLICT DO UPDATE SET replay_count = replay_count + 1 RETURNING …`. The
-//!   inserter (recognized by a token only it knows) runs the handler; a repeat gets the stored
-//!   row back from the same statement, so a replay costs one round trip and is counted without
-//!   touching the lease;
+//! - a key has one row on `agent_tool_executions` (unique per tenant), and how it gets there
+//!   depends on where the tool's effect lands ([`Reach`]):
+//!   - an outside effect reserves the key first, in one statement:
+//!     `INSERT … ON CONFLICT DO UPDATE SET replay_count = replay_count + 1 RETURNING …`. The
+//!     inserter (recognized by a token only it knows) runs the handler under a lease; a repeat
+//!     gets the stored row back from the same statement, so a replay costs one round trip and is
+//!     counted without touching the lease. The reservation is durable before any request
+//!     leaves, which is what lets a later attempt look the effect up;
+//!   - a local effect (rows in our own database) first probes the key (one statement that
+//!     counts a repeat and writes nothing when there is no row). With no row, the handler's
+//!     own transaction claims the key, writes the effect and stores the outcome: one commit per
+//!     call instead of two, and nothing to lease, since a crash leaves neither row nor effect
+//!     (`ledger::fence` explains the claim). A handler that wrote nothing (or failed
+//!     permanently, or was refused) has its outcome stored by one insert that claims the key
+//!     the same way. A claim that finds the key taken (a concurrent duplicate) writes nothing,
+//!     and the call is answered from the winner's row;
 //! - a replay waits for no flush. Counting it makes the upsert a write, and a durable write
 //!   waits for its commit record to reach disk. On PostgreSQL the statement's `RETURNING` list
 //!   calls `set_config('synchronous_commit', 'off', true)` when the returned row is not ours
@@ -22,10 +33,10 @@
 //!   any later synchronous commit flushes it. SQLite runs in WAL mode with
 //!   `synchronous = NORMAL`, where no commit waits for an fsync (checkpoints do, off the
 //!   writer): nothing to relax there;
-//! - a fresh reservation stays a synchronous commit, also for effects in our own database: an
-//!   asynchronous one lost in a database crash (or a failover) while this server keeps running
-//!   can hand its id out again, and the fence (row id and generation) would then match another
-//!   call's row. Relaxing it safely needs the reservation's token in the fence;
+//! - a fresh reservation stays a synchronous commit: an asynchronous one lost in a database
+//!   crash (or a failover) while this server keeps running can hand its id out again, and the
+//!   fence (row id and generation) would then match another call's row. Local effects need no
+//!   reservation at all (above), which is how they save the commit;
 //! - a repeat gets the stored outcome (`already_done`, or the permanent failure) without the
 //!   handler running again; a call under the same key with different arguments is a
 //!   `conflict`, never a silent replay; a call while another attempt holds the lease is
@@ -52,15 +63,17 @@
 //! Powertools deletes on any exception), and a first-class `outcome_unknown`.
 
 mod executor;
+mod fence;
 mod key;
 pub mod normalize;
 mod spec;
 mod window;
 
-pub use executor::{Attempt, CallContext, Executor, Fence, Outcome, Tool, ToolCall, ToolFailure};
+pub use executor::{Attempt, CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
+pub use fence::{Claim, Fence, Held};
 pub use key::{KeyScope, LedgerKey, MissingTrigger, derive_key, fingerprint};
 pub use normalize::{FieldKind, NORMALIZATION_VERSION};
-pub use spec::{Effect, FieldSpec, InputError, KeyPolicy, NormalizedArgs, ToolSpec};
+pub use spec::{Effect, FieldSpec, InputError, KeyPolicy, NormalizedArgs, Reach, ToolSpec};
 pub use window::SendWindow;
 
 use chrono::{DateTime, Utc};

@@ -17,6 +17,19 @@ pub enum KeyPolicy {
     PerTurn,
 }
 
+/// Where a write's effect lands, which decides how many commits a call costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Rows in Balcão's own database, every one written in the transaction that stores the
+    /// outcome (through the attempt's fence): the row is claimed in that same transaction,
+    /// one commit per call (see `ledger::fence`). A handler may also succeed without writing
+    /// (nothing to change); its outcome is then stored on its own, also one commit.
+    Local,
+    /// Anything outside (a Pix provider, a message sent): the reservation commits first and
+    /// its lease fences the attempt, then the outcome is stored.
+    Outside,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
     Read,
@@ -24,6 +37,7 @@ pub enum Effect {
         policy: KeyPolicy,
         /// Told to the model with a `conflict`: what it may do instead.
         on_conflict: &'static str,
+        reach: Reach,
     },
 }
 

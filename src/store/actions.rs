@@ -13,7 +13,7 @@ use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::actions::{ActionId, ActionPayload, ActionStatus, ConfirmedVia, Decision, PendingAction};
 use crate::domain::{ContactId, ConversationId, PhoneE164, TenantId};
-use crate::ledger::Fence;
+use crate::ledger::{Fence, Held};
 use crate::outbox::NewOutbound;
 use crate::whatsapp::Recipient;
 
@@ -80,7 +80,7 @@ pub struct NewAction<'a> {
     /// The message that offers the buttons, written in the same transaction.
     pub offer: Option<&'a NewOutbound>,
     /// The ledger row the proposal settles, with the result it stores there.
-    pub settle: Option<(Fence, &'a Value)>,
+    pub settle: Option<(Fence<'a>, &'a Value)>,
 }
 
 /// Who is deciding, and through which message.
@@ -156,7 +156,7 @@ pub trait ActionStore {
 /// `pending`.
 macro_rules! release_proposal {
     ($tx:expr, $tenant:expr, $id:expr, $now:expr) => {
-        supersede_subject!($tx, $tenant, &$id.subject(), None::<&str>, None::<Fence>, $now)
+        supersede_subject!($tx, $tenant, &$id.subject(), None::<&str>, None::<Held>, $now)
     };
 }
 
@@ -213,14 +213,16 @@ impl ActionStore for Store {
     async fn propose_action(&self, new: &NewAction<'_>, now: DateTime<Utc>) -> StoreResult<Option<PendingAction>> {
         let row: ActionRow = writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            if let Some((fence, _)) = new.settle
-                && !hold_fence!(tx, new.tenant, fence)?
-            {
-                return Ok(None);
-            }
+            let held = match new.settle {
+                Some((fence, _)) => match hold_fence!(tx, new.tenant, fence)? {
+                    Some(held) => Some(held),
+                    None => return Ok(None),
+                },
+                None => None,
+            };
             let row: ActionRow = insert_action!(tx, new, now);
-            if let Some((fence, result)) = new.settle
-                && !settle_in_tx!(tx, new.tenant, fence, &new.id.subject(), result, now)?
+            if let (Some((fence, result)), Some(held)) = (new.settle, held)
+                && !settle_in_tx!(tx, new.tenant, fence, held, &new.id.subject(), result, now)?
             {
                 return Ok(None);
             }

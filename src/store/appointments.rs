@@ -13,7 +13,7 @@ use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::{Appointment, BookingError};
 use crate::domain::{Cents, ContactId, TenantId};
-use crate::ledger::{Fence, LedgerKey};
+use crate::ledger::{Fence, Held, LedgerKey};
 
 /// A new appointment.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ pub struct Hold {
 /// The ledger row an appointment write settles in its own transaction, and the result it
 /// stores there.
 pub struct SettleWith<'a> {
-    pub fence: Fence,
+    pub fence: Fence<'a>,
     pub render: &'a (dyn Fn(&Appointment) -> Value + Send + Sync),
 }
 
@@ -143,23 +143,26 @@ fn db(e: sqlx::Error) -> BookingError {
 /// `$settle`, then settles the ledger row with it and commits. The whole transaction runs again
 /// when the database broke a deadlock by failing it.
 macro_rules! fenced_write {
-    ($store:expr, $tenant:expr, $settle:expr, $now:expr, |$tx:ident, $pool:ident| $body:expr) => {{
+    ($store:expr, $tenant:expr, $settle:expr, $now:expr, |$tx:ident, $pool:ident, $held:ident| $body:expr) => {{
         let mut tries = 1;
         loop {
             let attempt = async {
                 writing!($store, $pool => {
                     let mut $tx = $pool.begin_write().await.map_err(db)?;
-                    if let Some(settle) = $settle
-                        && !hold_fence!($tx, $tenant, settle.fence).map_err(db)?
-                    {
-                        return Err(BookingError::Fenced);
-                    }
+                    let $held: Option<Held> = match $settle {
+                        Some(settle) => match hold_fence!($tx, $tenant, settle.fence).map_err(db)? {
+                            Some(held) => Some(held),
+                            None => return Err(BookingError::Fenced),
+                        },
+                        None => None,
+                    };
                     let appointment: Appointment = $body;
-                    if let Some(settle) = $settle {
+                    if let (Some(settle), Some(held)) = ($settle, $held) {
                         let result = (settle.render)(&appointment);
-                        let settled =
-                            settle_in_tx!($tx, $tenant, settle.fence, &subject(appointment.id), &result, $now)
-                                .map_err(db)?;
+                        let settled = settle_in_tx!(
+                            $tx, $tenant, settle.fence, held, &subject(appointment.id), &result, $now
+                        )
+                        .map_err(db)?;
                         if !settled {
                             return Err(BookingError::Fenced);
                         }
@@ -188,10 +191,10 @@ struct Keyed {
 /// Takes the customer's active appointment `id` for a move or a cancel: locks it (on
 /// PostgreSQL), refuses it when it is not theirs or not active (`NotFound`) or already began
 /// (`AlreadyStarted`), and supersedes every ledger row that described it (its create key and
-/// earlier moves), except the row `settle` is settling: a repeat of any of them then runs
+/// earlier moves), except the row `held` that this write settles: a repeat of any of them then runs
 /// again instead of replaying what is no longer true.
 macro_rules! release_active {
-    ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $settle:expr, $now:expr) => {{
+    ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $held:expr, $now:expr) => {{
         let sql = $pool.pick(
             concat!(
                 "SELECT ",
@@ -221,7 +224,7 @@ macro_rules! release_active {
             }
             Some(c) => c.idempotency_key,
         };
-        supersede_subject!($tx, $tenant, &subject($id), key.as_deref(), $settle.map(|s| s.fence), $now).map_err(db)?;
+        supersede_subject!($tx, $tenant, &subject($id), key.as_deref(), $held, $now).map_err(db)?;
         // Proposals about it (an old reminder's buttons, a cancellation not yet answered) no
         // longer describe it.
         let stale: Vec<String> = sqlx::query_scalar(
@@ -237,7 +240,7 @@ macro_rules! release_active {
         .map_err(db)?;
         for action in stale {
             let about = format!("action:{action}");
-            supersede_subject!($tx, $tenant, &about, None::<&str>, None::<Fence>, $now).map_err(db)?;
+            supersede_subject!($tx, $tenant, &about, None::<&str>, None::<Held>, $now).map_err(db)?;
         }
     }};
 }
@@ -299,7 +302,7 @@ impl BookingStore for Store {
         settle: Option<&SettleWith<'_>>,
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
-        fenced_write!(self, new.tenant, settle, now, |tx, pool| {
+        fenced_write!(self, new.tenant, settle, now, |tx, pool, _held| {
             if !new.allow_customer_overlap {
                 let own: Option<Appointment> = sqlx::query_as(concat!(
                     "SELECT ",
@@ -369,8 +372,8 @@ impl BookingStore for Store {
         settle: Option<&SettleWith<'_>>,
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
-        fenced_write!(self, tenant, settle, now, |tx, pool| {
-            release_active!(tx, pool, tenant, contact, id, settle, now);
+        fenced_write!(self, tenant, settle, now, |tx, pool, held| {
+            release_active!(tx, pool, tenant, contact, id, held, now);
             // A deposit still unpaid is no longer asked for.
             sqlx::query(
                 "UPDATE charges SET status = 'cancelled', updated_at = $1
@@ -402,9 +405,9 @@ impl BookingStore for Store {
         settle: Option<&SettleWith<'_>>,
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
-        fenced_write!(self, to.tenant, settle, now, |tx, pool| {
+        fenced_write!(self, to.tenant, settle, now, |tx, pool, held| {
             // From now on it is keyed by its new slot, so asking to book that slot finds it.
-            release_active!(tx, pool, to.tenant, to.contact, to.id, settle, now);
+            release_active!(tx, pool, to.tenant, to.contact, to.id, held, now);
             sqlx::query_as(concat!(
                 "UPDATE appointments SET starts_at = $1, ends_at = $2, idempotency_key = $3, updated_at = $4,
                      professional_id = $7

@@ -72,7 +72,7 @@ pub trait ChargeStore {
     async fn record_charge(
         &self,
         new: &NewCharge<'_>,
-        fence: Fence,
+        fence: Fence<'_>,
         messages: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
         render: &(dyn Fn(&Charge) -> Value + Send + Sync),
         now: DateTime<Utc>,
@@ -113,16 +113,16 @@ impl ChargeStore for Store {
     async fn record_charge(
         &self,
         new: &NewCharge<'_>,
-        fence: Fence,
+        fence: Fence<'_>,
         messages: &(dyn Fn(&Charge) -> Vec<NewOutbound> + Send + Sync),
         render: &(dyn Fn(&Charge) -> Value + Send + Sync),
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Charge>> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            if !hold_fence!(tx, new.tenant, fence)? {
+            let Some(held) = hold_fence!(tx, new.tenant, fence)? else {
                 return Ok(None);
-            }
+            };
             let inserted: Option<Charge> = sqlx::query_as(concat!(
                 "INSERT INTO charges
                      (tenant_id, action_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description,
@@ -188,7 +188,7 @@ impl ChargeStore for Store {
                 }
             };
             let result = render(&charge);
-            if !settle_in_tx!(tx, new.tenant, fence, &format!("charge:{}", charge.id), &result, now)? {
+            if !settle_in_tx!(tx, new.tenant, fence, held, &format!("charge:{}", charge.id), &result, now)? {
                 return Ok(None);
             }
             tx.commit().await?;

@@ -12,7 +12,7 @@ use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::booking::Appointment;
 use crate::charges::Charge;
 use crate::domain::TenantId;
-use crate::ledger::Fence;
+use crate::ledger::Held;
 use crate::outbox::NewOutbound;
 
 /// What a deposit's payment came to.
@@ -136,7 +136,7 @@ impl DepositStore for Store {
             .execute(&mut *tx)
             .await?;
             let subject = format!("appointment:{id}");
-            supersede_subject!(tx, tenant, &subject, None::<&str>, None::<Fence>, now)?;
+            supersede_subject!(tx, tenant, &subject, None::<&str>, None::<Held>, now)?;
             // A cancellation offered for it no longer describes anything.
             let stale: Vec<String> = sqlx::query_scalar(
                 "UPDATE pending_actions SET status = 'superseded', updated_at = $1, decided_at = $1
@@ -149,7 +149,7 @@ impl DepositStore for Store {
             .fetch_all(&mut *tx)
             .await?;
             for action in stale {
-                supersede_subject!(tx, tenant, &format!("action:{action}"), None::<&str>, None::<Fence>, now)?;
+                supersede_subject!(tx, tenant, &format!("action:{action}"), None::<&str>, None::<Held>, now)?;
             }
             if let Some(notice) = notice {
                 let _: Option<i64> = insert_outbound!(tx, notice, now)?;

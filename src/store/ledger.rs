@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{Dialect, Store, StoreResult, reading, writing};
+use super::{Dialect, Pool, Store, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
 
@@ -16,44 +16,95 @@ macro_rules! execution_columns {
     };
 }
 
-/// The reservation upsert up to its `RETURNING` list: a fresh key inserts a `running` row
-/// holding the lease (`reserved_by` = the caller's token, `$10`); an existing key only counts
-/// the repeat.
-macro_rules! reserve_upsert {
+/// The columns a new row is inserted with, up to `VALUES`, and the binding of `$1`…`$12`
+/// from a [`NewExecution`] (`$10` the inserter's token, `$11` the time, `$12` the turn's
+/// attempt).
+macro_rules! new_execution_insert {
     () => {
         "INSERT INTO agent_tool_executions
              (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
               tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at,
-              turn_attempt)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $11, 0, $12, $12, $13)
-         ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
-             replay_count = agent_tool_executions.replay_count + 1
-         RETURNING "
+              turn_attempt"
     };
 }
 
-/// Inside a write transaction: true while `fence` holds its ledger row. On PostgreSQL the
-/// update locks the row until the transaction ends, so no takeover slips in before the commit.
+macro_rules! bind_new_execution {
+    ($query:expr, $new:expr, $token:expr, $now:expr) => {
+        $query
+            .bind($new.tenant.0)
+            .bind($new.key.as_str())
+            .bind($new.tool)
+            .bind($new.fingerprint)
+            .bind(sqlx::types::Json($new.arguments))
+            .bind($new.conversation.0)
+            .bind($new.contact.0)
+            .bind($new.turn.map(|t| t.0))
+            .bind($new.tool_use_id)
+            .bind($token)
+            .bind($now)
+            .bind($new.turn_attempt)
+    };
+}
+
+/// Inside a write transaction, before the effect: the row `fence` holds (see
+/// `crate::ledger::fence`), or `None` when it no longer holds it. A held row is re-checked at
+/// its generation, which on PostgreSQL locks it until the transaction ends, so no takeover
+/// slips in before the commit. A claim inserts the row, running, in this transaction; a
+/// concurrent claim of the same key waits on the unique index and then finds it taken.
 macro_rules! hold_fence {
     ($tx:expr, $tenant:expr, $fence:expr) => {
-        sqlx::query(
-            "UPDATE agent_tool_executions SET generation = generation
-             WHERE tenant_id = $1 AND id = $2 AND generation = $3 AND status = 'running'",
-        )
-        .bind($tenant.0)
-        .bind($fence.execution)
-        .bind($fence.generation)
-        .execute(&mut *$tx)
-        .await
-        .map(|r| r.rows_affected() == 1)
+        match $fence {
+            $crate::ledger::Fence::Held(held) => sqlx::query(
+                "UPDATE agent_tool_executions SET generation = generation
+                 WHERE tenant_id = $1 AND id = $2 AND generation = $3 AND status = 'running'",
+            )
+            .bind($tenant.0)
+            .bind(held.execution)
+            .bind(held.generation)
+            .execute(&mut *$tx)
+            .await
+            .map(|r| (r.rows_affected() == 1).then_some(held)),
+            $crate::ledger::Fence::Claim(claim) => {
+                let token = uuid::Uuid::new_v4().to_string();
+                $crate::store::ledger::bind_new_execution!(
+                    sqlx::query_scalar(concat!(
+                        $crate::store::ledger::new_execution_insert!(),
+                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, NULL, 0, $11, $11, $12)
+                         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                         RETURNING id"
+                    )),
+                    claim.new,
+                    token,
+                    claim.now
+                )
+                .fetch_optional(&mut *$tx)
+                .await
+                .map(|id: Option<i64>| id.map(|execution| $crate::ledger::Held { execution, generation: 1 }))
+            }
+        }
     };
 }
-pub(crate) use hold_fence;
+pub(crate) use {bind_new_execution, hold_fence, new_execution_insert};
 
-/// Inside a write transaction: settles `fence`'s row as succeeded with `result`, recording
-/// what its effect is about; false when the fence no longer holds.
+/// The reservation upsert up to its `RETURNING` list: a fresh key inserts a `running` row
+/// holding the lease until `$13` (`reserved_by` = the caller's token, `$10`); an existing key
+/// only counts the repeat.
+macro_rules! reserve_upsert {
+    () => {
+        concat!(
+            new_execution_insert!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $13, 0, $11, $11, $12)
+             ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
+                 replay_count = agent_tool_executions.replay_count + 1
+             RETURNING "
+        )
+    };
+}
+
+/// Inside a write transaction: settles the row `held` under `fence` as succeeded with
+/// `result`, recording what its effect is about; false when the fence no longer holds.
 macro_rules! settle_in_tx {
-    ($tx:expr, $tenant:expr, $fence:expr, $subject:expr, $result:expr, $now:expr) => {
+    ($tx:expr, $tenant:expr, $fence:expr, $held:expr, $subject:expr, $result:expr, $now:expr) => {
         sqlx::query(
             "UPDATE agent_tool_executions SET status = 'succeeded', result = $1, error = NULL, subject = $2,
                  locked_until = NULL, updated_at = $3, completed_at = $3
@@ -63,18 +114,24 @@ macro_rules! settle_in_tx {
         .bind($subject)
         .bind($now)
         .bind($tenant.0)
-        .bind($fence.execution)
-        .bind($fence.generation)
+        .bind($held.execution)
+        .bind($held.generation)
         .execute(&mut *$tx)
         .await
-        .map(|r| r.rows_affected() == 1)
+        .map(|r| {
+            let settled = r.rows_affected() == 1;
+            if settled {
+                $fence.mark_settled();
+            }
+            settled
+        })
     };
 }
 pub(crate) use settle_in_tx;
 
 /// Inside a write transaction: supersedes every succeeded row about `subject` (or, for rows
-/// written before subjects existed, under `key`), except the row of `except`: the thing they
-/// describe changed, so a repeat of any of them runs again instead of replaying.
+/// written before subjects existed, under `key`), except the row `except` holds: the thing
+/// they describe changed, so a repeat of any of them runs again instead of replaying.
 macro_rules! supersede_subject {
     ($tx:expr, $tenant:expr, $subject:expr, $key:expr, $except:expr, $now:expr) => {
         sqlx::query(
@@ -86,7 +143,7 @@ macro_rules! supersede_subject {
         .bind($tenant.0)
         .bind($subject)
         .bind($key)
-        .bind($except.map_or(0_i64, |f: crate::ledger::Fence| f.execution))
+        .bind($except.map_or(0_i64, |h: crate::ledger::Held| h.execution))
         .execute(&mut *$tx)
         .await
     };
@@ -149,6 +206,17 @@ pub trait LedgerStore {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Reservation>;
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
+    /// The row of `key`, its repeat counted, in one statement; `None` (and nothing written) when
+    /// there is none. Like a repeat's reservation, it commits without waiting for a flush.
+    async fn probe_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
+    /// Inserts `new` already settled (a local effect's outcome when its handler wrote nothing
+    /// under the claim); returns its id, or `None` when the key has a row already.
+    async fn insert_settled_execution(
+        &self,
+        new: &NewExecution<'_>,
+        settlement: &Settlement<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<i64>>;
     /// Takes over an expired attempt (or one left running by an earlier attempt of the same
     /// turn), a transient failure, an unknown outcome, a released key, or a permanent failure
     /// when the request changed, seen at `generation`; returns the new generation, or `None`
@@ -189,6 +257,23 @@ pub trait LedgerStore {
     async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 }
 
+/// Appended to a `RETURNING` list on PostgreSQL: the statement's implicit transaction commits
+/// asynchronously when the row it returns is someone else's (a repeat; see `crate::ledger`).
+/// Counts a repeat of an existing key, up to its `RETURNING` list.
+macro_rules! probe_update {
+    () => {
+        "UPDATE agent_tool_executions SET replay_count = replay_count + 1
+         WHERE tenant_id = $1 AND idempotency_key = $2
+         RETURNING "
+    };
+}
+
+macro_rules! relax_repeat {
+    () => {
+        ", CASE WHEN reserved_by <> $10 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"
+    };
+}
+
 impl LedgerStore for Store {
     async fn reserve_execution(
         &self,
@@ -198,28 +283,17 @@ impl LedgerStore for Store {
     ) -> StoreResult<Reservation> {
         let token = uuid::Uuid::new_v4().to_string();
         let row: ExecutionRecord = writing!(self, pool => {
-            sqlx::query_as(pool.pick(
-                concat!(reserve_upsert!(), execution_columns!()),
-                // A repeat relaxes its own (implicit) transaction's commit: see `crate::ledger`.
-                concat!(
-                    reserve_upsert!(),
-                    execution_columns!(),
-                    ", CASE WHEN reserved_by <> $10 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"
-                ),
-            ))
-            .bind(new.tenant.0)
-            .bind(new.key.as_str())
-            .bind(new.tool)
-            .bind(new.fingerprint)
-            .bind(Json(new.arguments))
-            .bind(new.conversation.0)
-            .bind(new.contact.0)
-            .bind(new.turn.map(|t| t.0))
-            .bind(new.tool_use_id)
-            .bind(&token)
+            bind_new_execution!(
+                sqlx::query_as(pool.pick(
+                    concat!(reserve_upsert!(), execution_columns!()),
+                    // A repeat relaxes its own (implicit) transaction's commit: see `crate::ledger`.
+                    concat!(reserve_upsert!(), execution_columns!(), relax_repeat!()),
+                )),
+                new,
+                &token,
+                now
+            )
             .bind(lease_until)
-            .bind(now)
-            .bind(new.turn_attempt)
             .fetch_one(pool)
             .await
         })?;
@@ -234,6 +308,67 @@ impl LedgerStore for Store {
             )
             .bind(tenant.0)
             .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
+        })?)
+    }
+
+    async fn probe_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
+        match &self.pool {
+            // One statement that commits without a flush when it finds the row, and writes
+            // nothing when it does not.
+            Pool::Postgres(pool) => Ok(sqlx::query_as(concat!(
+                probe_update!(),
+                execution_columns!(),
+                ", set_config('synchronous_commit', 'off', true) AS relaxed"
+            ))
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await?),
+            // On SQLite even an update that finds nothing opens and commits a write transaction
+            // on the single writer, queued behind every other write: a fresh call reads on the
+            // readers' pool instead, and only a repeat writes (its count).
+            Pool::Sqlite { write, .. } => {
+                let Some(mut row) = self.execution(tenant, key).await? else {
+                    return Ok(None);
+                };
+                sqlx::query(
+                    "UPDATE agent_tool_executions SET replay_count = replay_count + 1 WHERE tenant_id = $1 AND id = $2",
+                )
+                .bind(tenant.0)
+                .bind(row.id)
+                .execute(write)
+                .await?;
+                row.replay_count += 1;
+                Ok(Some(row))
+            }
+        }
+    }
+
+    async fn insert_settled_execution(
+        &self,
+        new: &NewExecution<'_>,
+        settlement: &Settlement<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<i64>> {
+        let token = uuid::Uuid::new_v4().to_string();
+        Ok(writing!(self, pool => {
+            bind_new_execution!(
+                sqlx::query_scalar(concat!(
+                    new_execution_insert!(),
+                    ", result, error, completed_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $13, 1, NULL, 0, $11, $11, $12, $14, $15, $11)
+                     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                     RETURNING id"
+                )),
+                new,
+                &token,
+                now
+            )
+            .bind(settlement.state.as_str())
+            .bind(settlement.result.map(Json))
+            .bind(settlement.error)
             .fetch_optional(pool)
             .await
         })?)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use balcao::domain::{Cents, ContactId};
 use balcao::ledger::{LedgerKey, Outcome};
-use balcao::store::{BookingStore, CatalogStore, Move, NewAppointment, TenantStore};
+use balcao::store::{BookingStore, CatalogStore, LedgerStore, Move, NewAppointment, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -358,4 +358,42 @@ contract!(applying_the_catalog_twice_changes_nothing, |db| async move {
     assert_eq!(now_professionals[0].service_ids, vec![services[0].id]);
     let tenant = db.store.tenant(id).await.unwrap().unwrap();
     assert_eq!((tenant.booking.min_notice_minutes, tenant.booking.slot_step_minutes), (60, 30));
+});
+
+contract!(a_booking_commits_once_and_racing_repeats_replay_it, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990009").await);
+    let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T14:00:00-03:00" });
+    // Alone: the ledger row is claimed, the appointment written and the outcome stored in one
+    // commit (counted on SQLite; PostgreSQL's statistics count it in the turns bench).
+    let before = db.store.sqlite_commits();
+    let booked = executed(s.call(&c, "create_booking", input.clone()).await);
+    if let (Some(before), Some(after)) = (before, db.store.sqlite_commits()) {
+        assert_eq!(after - before, 1, "a booking should commit once");
+    }
+    let replayed = s.call(&c, "create_booking", input).await;
+    assert!(matches!(&replayed, Outcome::AlreadyDone(v) if v["booking_id"] == booked["booking_id"]), "{replayed:?}");
+
+    // Twenty identical calls at once on a fresh slot: one books, every other one is answered
+    // from its ledger row, whichever way it lost (the key's row, the customer's own slot).
+    let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T16:00:00-03:00" });
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..20 {
+        let (s, c, input) = (s.clone(), c.clone(), input.clone());
+        tasks.spawn(async move { s.call(&c, "create_booking", input).await });
+    }
+    let (mut booked, mut replayed) = (Vec::new(), Vec::new());
+    while let Some(outcome) = tasks.join_next().await {
+        match outcome.unwrap() {
+            Outcome::Executed(v) => booked.push(v["booking_id"].clone()),
+            Outcome::AlreadyDone(v) => replayed.push(v["booking_id"].clone()),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((booked.len(), replayed.len()), (1, 19));
+    assert!(replayed.iter().all(|id| *id == booked[0]), "{replayed:?}");
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 2);
+    let rows = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
+    let rows: Vec<_> = rows.iter().map(|r| (r.status.as_str(), r.generation, r.replay_count)).collect();
+    assert_eq!(rows, [("succeeded", 1, 1), ("succeeded", 1, 19)]);
 });

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use balcao::ledger::{
-    Attempt, CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, LedgerKey, LedgerState, Outcome, Tool, ToolCall,
-    ToolFailure, ToolSpec,
+    CallContext, Effect, Fence, FieldKind, FieldSpec, KeyPolicy, LedgerKey, LedgerState, Outcome, Reach, Tool,
+    ToolCall, ToolFailure, ToolSpec,
 };
 use balcao::store::LedgerStore;
 use chrono::TimeDelta;
@@ -43,14 +43,23 @@ const FIELDS: &[FieldSpec] = &[
 static BUSINESS: ToolSpec = ToolSpec {
     name: "probe",
     description: "test effect",
-    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "use another tool" },
+    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "use another tool", reach: Reach::Outside },
     fields: FIELDS,
 };
 
 static PER_TURN: ToolSpec = ToolSpec {
     name: "probe_turn",
     description: "test effect that may repeat in other turns",
-    effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "use another tool" },
+    effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "use another tool", reach: Reach::Outside },
+    fields: FIELDS,
+};
+
+/// A tool whose effect is local: its row is claimed with the outcome, in one commit. (The probe
+/// writes nothing of its own, so its row is stored after it returns.)
+static LOCAL: ToolSpec = ToolSpec {
+    name: "probe_local",
+    description: "test effect in our own database",
+    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "use another tool", reach: Reach::Local },
     fields: FIELDS,
 };
 
@@ -58,9 +67,17 @@ struct Probe {
     spec: &'static ToolSpec,
     runs: AtomicUsize,
     script: Mutex<VecDeque<Behaviour>>,
-    attempts: Mutex<Vec<Attempt>>,
+    attempts: Mutex<Vec<Seen>>,
     /// The outside system: effects created per key.
     effects: Mutex<HashMap<String, usize>>,
+}
+
+/// What a handler saw of its attempt: the generation it holds (none for a claim) and the
+/// state it took over.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    generation: Option<i64>,
+    previous: Option<LedgerState>,
 }
 
 impl Probe {
@@ -90,7 +107,11 @@ impl Tool for Probe {
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         self.runs.fetch_add(1, Ordering::SeqCst);
         let attempt = call.attempt.expect("writes carry their attempt");
-        self.attempts.lock().unwrap().push(attempt);
+        let generation = match attempt.fence {
+            Fence::Held(held) => Some(held.generation),
+            Fence::Claim(_) => None,
+        };
+        self.attempts.lock().unwrap().push(Seen { generation, previous: attempt.previous });
         let key = call.key.expect("writes carry their key").as_str().to_owned();
         let behaviour = self.script.lock().unwrap().pop_front().unwrap_or(Behaviour::Succeed);
         let create = |probe: &Self| {
@@ -101,7 +122,8 @@ impl Tool for Probe {
             }
             *effects.entry(key.clone()).or_default() += 1;
         };
-        let result = json!({ "item": call.args.str("item"), "amount": call.args.str("amount"), "generation": attempt.generation });
+        let result =
+            json!({ "item": call.args.str("item"), "amount": call.args.str("amount"), "generation": generation });
         match behaviour {
             Behaviour::Succeed => {}
             Behaviour::Transient => return Err(ToolFailure::Transient("gateway said 503".into())),
@@ -252,7 +274,7 @@ contract!(a_worker_dying_mid_tool_is_taken_over_after_the_lease, |db| async move
     let taken = run(&s, &c, &probe, input.clone(), "m1", lease_end + TimeDelta::seconds(1)).await;
     assert!(matches!(&taken, Outcome::Executed(v) if v["generation"] == 2), "{taken:?}");
     let attempts = probe.attempts.lock().unwrap().clone();
-    assert_eq!((attempts[1].generation, attempts[1].previous), (2, Some(LedgerState::Running)));
+    assert_eq!((attempts[1].generation, attempts[1].previous), (Some(2), Some(LedgerState::Running)));
     assert_eq!(probe.effects(), 1);
 });
 
@@ -476,7 +498,7 @@ contract!(a_later_attempt_of_the_same_turn_takes_its_call_over_at_once, |db| asy
     let retried = s.executor.execute(probe.as_ref(), &in_turn(7, 2), &input).await.unwrap();
     assert!(matches!(&retried, Outcome::Executed(v) if v["generation"] == 2), "{retried:?}");
     let attempts = probe.attempts.lock().unwrap().clone();
-    assert_eq!((attempts[1].generation, attempts[1].previous), (2, Some(LedgerState::Running)));
+    assert_eq!((attempts[1].generation, attempts[1].previous), (Some(2), Some(LedgerState::Running)));
     assert_eq!(probe.effects(), 1);
     let stored = row(db, &s, &c).await;
     assert_eq!((stored.status.as_str(), stored.turn_attempt), ("succeeded", Some(2)));
@@ -506,4 +528,39 @@ contract!(an_attempt_replaced_by_a_later_one_takes_nothing_over_from_it, |db| as
     let retried = s.executor.execute(probe.as_ref(), &in_turn(3), &input).await.unwrap();
     assert!(matches!(retried, Outcome::Executed(_)), "{retried:?}");
     assert_eq!(probe.effects(), 1);
+});
+
+contract!(a_local_effect_stores_its_outcome_with_one_row_whatever_the_path, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let probe = Probe::new(&LOCAL, [Behaviour::Transient, Behaviour::Permanent]);
+    let (corte, barba) = (json!({ "item": "corte", "amount": "50" }), json!({ "item": "barba" }));
+    // A transient failure leaves no row (nothing happened); the next call runs the handler.
+    let first = run(&s, &c, &probe, corte.clone(), "m1", now()).await;
+    assert!(matches!(first, Outcome::Retryable { .. }), "{first:?}");
+    assert!(db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap().is_empty());
+    // A permanent failure is stored and replayed without running again.
+    let declined = run(&s, &c, &probe, corte.clone(), "m1", now()).await;
+    assert_eq!(run(&s, &c, &probe, corte.clone(), "m1", now()).await, declined);
+    assert_eq!((probe.runs(), row(db, &s, &c).await.status), (2, "failed_permanent".to_owned()));
+    // A fresh row for a changed request (a failure left nothing behind), then a conflict.
+    let amended = json!({ "item": "corte", "amount": "55" });
+    assert!(matches!(run(&s, &c, &probe, amended, "m1", now()).await, Outcome::Executed(_)));
+    assert!(matches!(run(&s, &c, &probe, corte, "m1", now()).await, Outcome::Conflict { .. }));
+
+    // Sixteen identical calls at once: one is executed, the others are answered from its row.
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let (s, c, probe, barba) = (s.clone(), c.clone(), probe.clone(), barba.clone());
+        tasks.spawn(async move { run(&s, &c, &probe, barba, "m1", now()).await });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(outcome) = tasks.join_next().await {
+        outcomes.push(outcome.unwrap());
+    }
+    let executed = outcomes.iter().filter(|o| matches!(o, Outcome::Executed(_))).count();
+    let replayed = outcomes.iter().filter(|o| matches!(o, Outcome::AlreadyDone(_))).count();
+    assert_eq!((executed, replayed), (1, 15), "{outcomes:?}");
+    let rows = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
+    assert_eq!(rows.iter().filter(|r| r.arguments.0["item"] == "barba").count(), 1);
 });

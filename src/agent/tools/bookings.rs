@@ -23,8 +23,8 @@ use crate::booking::availability::block;
 use crate::booking::{Appointment, BookingError, Professional, Service};
 use crate::ledger::normalize::parse_instant;
 use crate::ledger::{
-    CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerKey, Tool, ToolCall, ToolFailure, ToolSpec,
-    derive_key,
+    CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerKey, Reach, Tool, ToolCall, ToolFailure,
+    ToolSpec, derive_key,
 };
 use crate::messages::{ActionText, action_text};
 use crate::store::{BookingStore, CatalogStore, Hold, Move, NewAppointment, SettleWith, Store};
@@ -224,6 +224,7 @@ pub(super) static CREATE_BOOKING: ToolSpec = ToolSpec {
         policy: KeyPolicy::Business,
         on_conflict: "This customer already has a booking with this professional at this time, with other details. \
                       Do not book again: use reschedule_booking to move it or cancel_booking to drop it (list_my_bookings shows it).",
+        reach: Reach::Local,
     },
     fields: &[
         FieldSpec {
@@ -275,6 +276,8 @@ pub(super) static CANCEL_BOOKING: ToolSpec = ToolSpec {
     effect: Effect::Write {
         policy: KeyPolicy::Business,
         on_conflict: "This booking was already handled. Call list_my_bookings to see the current state.",
+        // A proposal: its offer message is queued after the proposal commits.
+        reach: Reach::Outside,
     },
     fields: &[FieldSpec {
         name: "booking_id",
@@ -351,6 +354,7 @@ pub(super) static RESCHEDULE_BOOKING: ToolSpec = ToolSpec {
     effect: Effect::Write {
         policy: KeyPolicy::Business,
         on_conflict: "This booking was already moved. Call list_my_bookings to see the current time.",
+        reach: Reach::Local,
     },
     fields: &[
         FieldSpec {
@@ -431,7 +435,11 @@ pub struct ProposeBooking {
 pub(super) static PROPOSE_BOOKING: ToolSpec = ToolSpec {
     name: "propose_booking",
     description: "Offers the customer Confirmar/Cancelar buttons for a booking.",
-    effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "This booking was already offered in this turn." },
+    effect: Effect::Write {
+        policy: KeyPolicy::PerTurn,
+        on_conflict: "This booking was already offered in this turn.",
+        reach: Reach::Outside,
+    },
     fields: &[
         FieldSpec { name: "service_id", kind: FieldKind::Id, required: true, identity: true, description: "" },
         FieldSpec { name: "professional_id", kind: FieldKind::Id, required: true, identity: true, description: "" },

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::actions::{ActionId, ClickHandler, confirm_typed};
-use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
+use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 
 pub struct ConfirmAction {
     pub clicks: Arc<ClickHandler>,
@@ -21,7 +21,11 @@ pub(super) static CONFIRM_ACTION: ToolSpec = ToolSpec {
                   this way: only their button confirms them (this re-sends it).",
     // Per message: a later "sim" is a new request (for a charge, the buttons are sent again);
     // the effect itself is keyed by the action, whatever confirms it.
-    effect: Effect::Write { policy: KeyPolicy::PerTurn, on_conflict: "This action was already confirmed." },
+    effect: Effect::Write {
+        policy: KeyPolicy::PerTurn,
+        on_conflict: "This action was already confirmed.",
+        reach: Reach::Outside,
+    },
     fields: &[FieldSpec {
         name: "action_id",
         kind: FieldKind::Text,

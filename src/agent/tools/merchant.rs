@@ -15,7 +15,7 @@ use crate::actions::{ActionPayload, Proposal, Proposer, is_staff};
 use crate::charges::choose_via;
 use crate::domain::{Cents, PhoneE164};
 use crate::inbound::ContactIdentity;
-use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Tool, ToolCall, ToolFailure, ToolSpec};
+use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
 use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store};
 
@@ -38,6 +38,7 @@ pub static PROPOSE_CHARGE: ToolSpec = ToolSpec {
     effect: Effect::Write {
         policy: KeyPolicy::PerTurn,
         on_conflict: "This charge was already proposed in this request.",
+        reach: Reach::Outside,
     },
     fields: &[
         FieldSpec {

@@ -27,7 +27,8 @@ use crate::domain::ContactId;
 use crate::http::AppState;
 use crate::ledger::normalize::parse_instant;
 use crate::ledger::{
-    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Tool, ToolCall, ToolFailure, ToolSpec,
+    CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,
+    ToolSpec,
 };
 use crate::store::ChargeStore;
 use crate::store::{ConsoleAgendaStore, InboundStore, OutboxStore, Store};
@@ -42,14 +43,22 @@ pub(crate) const BY_CONSOLE: &str = "console:";
 pub static CONSOLE_CANCEL: ToolSpec = ToolSpec {
     name: "console_cancel_booking",
     description: "The merchant cancels an appointment from the console (never offered to the model).",
-    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "This appointment was already cancelled." },
+    effect: Effect::Write {
+        policy: KeyPolicy::Business,
+        on_conflict: "This appointment was already cancelled.",
+        reach: Reach::Local,
+    },
     fields: &[FieldSpec { name: "booking_id", kind: FieldKind::Id, required: true, identity: true, description: "" }],
 };
 
 pub static CONSOLE_MOVE: ToolSpec = ToolSpec {
     name: "console_move_booking",
     description: "The merchant moves an appointment from the console (never offered to the model).",
-    effect: Effect::Write { policy: KeyPolicy::Business, on_conflict: "This appointment was already moved there." },
+    effect: Effect::Write {
+        policy: KeyPolicy::Business,
+        on_conflict: "This appointment was already moved there.",
+        reach: Reach::Local,
+    },
     fields: &[
         FieldSpec { name: "booking_id", kind: FieldKind::Id, required: true, identity: true, description: "" },
         FieldSpec { name: "starts_at", kind: FieldKind::Instant, required: true, identity: true, description: "" },

@@ -1,0 +1,64 @@
+//! What a handler's transaction proves before it writes an effect in Balcão's own database.
+//!
+//! Two shapes, one rule: the effect, its ledger row and the row's outcome commit together or
+//! not at all, and a call that does not own the key writes nothing.
+//! - [`Fence::Held`]: a row reserved earlier (or taken over) at a generation. The transaction
+//!   re-checks it (locking it on PostgreSQL) before the effect. This is the two-phase path,
+//!   which outside effects need: their reservation must be durable before the request leaves.
+//! - [`Fence::Claim`]: no row yet. A tool whose effect is local ([`super::Reach::Local`])
+//!   inserts its row in the effect's own transaction, so a call costs one commit instead of two
+//!   (reservation, then effect with outcome). The unique key is the lock: a concurrent
+//!   duplicate's insert waits for this transaction (PostgreSQL) or for the single writer
+//!   (SQLite), then finds the key taken and writes nothing; a crash before the commit leaves
+//!   neither row nor effect, so there is nothing to lease, renew or take over.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::{DateTime, Utc};
+
+use crate::store::NewExecution;
+
+/// A ledger row held at a generation, inside the transaction that writes its effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub execution: i64,
+    pub generation: i64,
+}
+
+/// A key no row holds yet, claimed by the transaction that writes the effect.
+#[derive(Debug)]
+pub struct Claim<'a> {
+    pub new: NewExecution<'a>,
+    /// When the call was made, on the database's clock.
+    pub now: DateTime<Utc>,
+    /// Set when a transaction stored the outcome under the claimed row; read after the
+    /// handler returned `Ok` (which it does only once that transaction committed).
+    settled: AtomicBool,
+}
+
+impl<'a> Claim<'a> {
+    pub fn new(new: NewExecution<'a>, now: DateTime<Utc>) -> Self {
+        Self { new, now, settled: AtomicBool::new(false) }
+    }
+
+    pub fn settled(&self) -> bool {
+        self.settled.load(Ordering::Acquire)
+    }
+}
+
+/// Proof a handler carries into the transaction of its effect (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub enum Fence<'a> {
+    Held(Held),
+    Claim(&'a Claim<'a>),
+}
+
+impl Fence<'_> {
+    /// Records that the outcome was stored under this fence's row, in a transaction about to
+    /// commit.
+    pub fn mark_settled(&self) {
+        if let Self::Claim(claim) = self {
+            claim.settled.store(true, Ordering::Release);
+        }
+    }
+}
