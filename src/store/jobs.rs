@@ -158,7 +158,7 @@ impl JobStore for Store {
     ) -> StoreResult<Option<ClaimedJob>> {
         // Idle workers poll; a read keeps them off SQLite's single write lock.
         let due: Option<i32> = reading!(self, pool => {
-            sqlx::query_scalar("SELECT 1 FROM jobs WHERE state IN ('available', 'retryable') AND run_at <= $1 LIMIT 1")
+            sqlx::query_scalar(super::due::JOB_DUE)
                 .bind(now)
                 .fetch_optional(pool)
                 .await

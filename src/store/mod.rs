@@ -28,6 +28,7 @@ mod console_agenda;
 mod console_ops;
 mod conversation_view;
 mod deposits;
+pub mod due;
 mod erasure;
 mod handoff;
 mod history;

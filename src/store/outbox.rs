@@ -185,10 +185,7 @@ impl OutboxStore for Store {
         grace_until: DateTime<Utc>,
     ) -> StoreResult<Option<ClaimedOutbound>> {
         let due: Option<i32> = reading!(self, pool => {
-            sqlx::query_scalar(
-                "SELECT 1 FROM outbound_messages
-                 WHERE status IN ('pending', 'sending', 'unknown') AND next_attempt_at <= $1 LIMIT 1",
-            )
+            sqlx::query_scalar(super::due::OUTBOUND_DUE)
             .bind(now)
             .fetch_optional(pool)
             .await

@@ -102,7 +102,7 @@ impl PaymentStore for Store {
     async fn claim_payment_event(&self, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<Option<PaymentEvent>> {
         // An idle pass reads and writes nothing.
         let due: Option<i64> = reading!(self, pool => {
-            sqlx::query_scalar("SELECT id FROM payment_events WHERE status = 'received' AND next_attempt_at <= $1 LIMIT 1")
+            sqlx::query_scalar(super::due::PAYMENT_EVENT_DUE)
                 .bind(now)
                 .fetch_optional(pool)
                 .await

@@ -242,3 +242,52 @@ contract!(worker_retries_with_backoff_then_completes, |db| async move {
     assert_eq!(handler.calls.load(Ordering::SeqCst), 3);
     assert_eq!((metrics.jobs_claimed.get(), metrics.jobs_retried.get(), metrics.jobs_completed.get()), (3, 2, 1));
 });
+
+/// Rows that wait in each queue without being due.
+const NOT_DUE: usize = 3_000;
+
+contract!(idle_polls_walk_their_queue_index_however_long_the_queue, |db| async move {
+    let tenant = db.tenant().await;
+    let conversation =
+        db.store.ensure_conversation(tenant.id, &message("probe", "5511966660001").contact, Utc::now()).await.unwrap();
+    // Thousands of retries, sends and payment notifications waiting for a later time: a poll
+    // that reads them all (a sequential scan stopping at the first due row, when none is) costs
+    // the database a table's read per idle worker and interval.
+    let later = Utc::now() + TimeDelta::hours(1);
+    crate::raw_pool!(db, pool => {
+        for i in 0..NOT_DUE {
+            for (sql, key) in [
+                ("INSERT INTO jobs (tenant_id, conversation_id, state, run_at, debounce_deadline, max_attempts,
+                                   created_at, updated_at)
+                  VALUES ($1, $2, 'retryable', $3, $3, 5, $3, $3)", None),
+                ("INSERT INTO outbound_messages (tenant_id, conversation_id, idempotency_key, message, status,
+                                                next_attempt_at, created_at, updated_at)
+                  VALUES ($1, $2, $4, '{}', 'pending', $3, $3, $3)", Some(format!("k{i}"))),
+                ("INSERT INTO payment_events (tenant_id, provider, event_id, ref_kind, charge_ref, status,
+                                             next_attempt_at, received_at)
+                  VALUES ($1, 'sandbox', $4, 'txid', $4, 'received', $3, $3)", Some(format!("e{i}"))),
+            ] {
+                let query = sqlx::query(sql).bind(tenant.id.0).bind(conversation.0).bind(later);
+                query.bind(key).execute(&pool).await.unwrap();
+            }
+        }
+        sqlx::query("ANALYZE").execute(&pool).await.unwrap();
+        let mut conn = pool.acquire().await.unwrap();
+        for (table, sql) in balcao::store::due::ALL {
+            let plan: Vec<String> = if db.sqlite.is_some() {
+                let rows: Vec<(i64, i64, i64, String)> =
+                    sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}"))).bind(Utc::now()).fetch_all(&mut *conn).await.unwrap();
+                rows.into_iter().map(|r| r.3).collect()
+            } else {
+                // The plan a pooled connection may keep: the generic one, for any `now`.
+                sqlx::query("SET plan_cache_mode = force_generic_plan").execute(&mut *conn).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!("PREPARE due_probe(timestamptz) AS {sql}"))).execute(&mut *conn).await.unwrap();
+                let plan = sqlx::query_scalar("EXPLAIN EXECUTE due_probe(now())").fetch_all(&mut *conn).await.unwrap();
+                sqlx::query("DEALLOCATE due_probe").execute(&mut *conn).await.unwrap();
+                plan
+            };
+            let plan = plan.join("\n");
+            assert!(plan.contains(&format!("{table}_due")) && !plan.contains("Seq Scan"), "{table}: {plan}");
+        }
+    });
+});
