@@ -69,6 +69,19 @@ async fn fresh_store(url: &str) -> Store {
     store
 }
 
+/// Gathers the planner's statistics on the database at `url` (see the warm-up in [`run_server`]).
+async fn analyze(url: &str) {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+        sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
+        pool.close().await;
+    }
+}
+
 /// The i-th message as the webhook parses it.
 fn inbound(run: &str, i: usize) -> NewInbound {
     NewInbound {
@@ -101,6 +114,7 @@ async fn limit(url: &str, writers: usize) -> Stats {
         conversations.push(store.ensure_conversation(tenant, &contact, Utc::now()).await.expect("conversation"));
     }
     let conversations = Arc::new(conversations);
+    analyze(url).await;
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -216,6 +230,22 @@ async fn run_server(url: &str, settings: &[(&str, String)], run: &str) -> Server
             async move { post(&client, &base, &bodies[i]).await }
         }
     };
+    // Warm-up, off the clock: one message from every customer, so the timed runs see the steady
+    // state of a business whose customers are known, then the planner's statistics (this
+    // host's PostgreSQL runs without autovacuum, which in production would gather them within a
+    // minute; plans cached while the tables were empty would otherwise scan them for good).
+    let warm: Arc<Vec<(Vec<u8>, String)>> = Arc::new(
+        (0..CONTACTS).map(|i| webhook(PHONE_NUMBER_ID, &wa_id(i), &format!("wamid.{run}.warm.{i}"), BODY)).collect(),
+    );
+    drive(CONTACTS, connections(), None, {
+        let (client, base) = (client.clone(), server.base.clone());
+        move |i| {
+            let (client, warm, base) = (client.clone(), warm.clone(), base.clone());
+            async move { post(&client, &base, &warm[i]).await }
+        }
+    })
+    .await;
+    analyze(url).await;
     let http = drive(MESSAGES, connections(), None, send.clone()).await;
     let paced =
         drive(RATE_PER_SECOND * RATE_SECONDS, connections(), Some(RATE_PER_SECOND), move |i| send(MESSAGES + i)).await;
