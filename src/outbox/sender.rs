@@ -95,6 +95,10 @@ impl OutboxSender {
         if self.local_mode {
             return Ok(SendOutcome::Empty);
         }
+        // On the database's clock, the one rows are stamped with (a turn's replies are due at
+        // its end's `written_at`): on this server's clock, a reply written an instant ago
+        // could look due only later by the clocks' difference (or the error in measuring it).
+        let now = self.store.db_time(now);
         let grace_until = now + to_delta(self.config.grace);
         let Some(claimed) =
             self.store.claim_outbound(now, grace_until).await.context("failed to claim an outbox row")?

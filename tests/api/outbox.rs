@@ -202,3 +202,26 @@ contract!(senders_racing_send_each_row_once_in_conversation_order, |db| async mo
     }
     assert!(db.store.list_outbound(tenant.id).await.unwrap().iter().all(|r| r.status == "sent"));
 });
+
+/// PostgreSQL only: SQLite lives on one machine, with one clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_reply_is_sent_at_once_by_a_server_whose_clock_is_behind() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let tenant = db.tenant().await;
+    let graph = FakeGraph::start().await;
+    crate::jobs::record(&db.store, &tenant, "wamid.behind", "5511999990001", &crate::jobs::timing(0, 0, 5), Utc::now())
+        .await;
+    // This server's clock reads two minutes behind the database's. A turn's end stamps its
+    // replies on the database's clock, so the sender must read that clock too, or it would
+    // see the reply as due two minutes from now.
+    let store = db.reopen().await;
+    let behind = TimeDelta::minutes(2);
+    let skew = store.sync_clock_with(|| Utc::now() - behind).await.unwrap();
+    assert!((skew - behind).abs() < TimeDelta::seconds(5), "measured {skew}");
+    let app = balcao::app::App::build(test_config(&graph.url, &[]), store).await.unwrap();
+    assert!(matches!(app.worker().run_next().await.unwrap(), balcao::jobs::RunOutcome::Completed(_)));
+    let sent = app.sender().send_next().await.unwrap();
+    assert!(matches!(sent, SendOutcome::Sent { .. }), "{sent:?}");
+    assert_eq!(graph.sends().len(), 1);
+    db.cleanup().await;
+}
