@@ -116,7 +116,7 @@ impl Proposer {
             offer_text: &proposal.text,
             proposed_by: ctx.trigger_message_id,
             offer: Some(&offer),
-            settle: Some((attempt.fence(), &result)),
+            settle: Some((attempt.fence, &result)),
         };
         let now = self.store.db_time(Utc::now());
         match self.store.propose_action(&new, now).await.map_err(|e| transient(&e))? {

@@ -149,7 +149,7 @@ pub async fn create_charge(
     let messages = |charge: &Charge| customer_messages(tenant, charge, via, &destination);
     let render = |charge: &Charge| charge.to_json();
     let now = store.db_time(Utc::now());
-    match store.record_charge(&new, attempt.fence(), &messages, &render, now).await.map_err(transient)? {
+    match store.record_charge(&new, attempt.fence, &messages, &render, now).await.map_err(transient)? {
         Some(charge) => {
             replier.wake();
             Ok(charge.to_json())

@@ -59,11 +59,7 @@ pub struct Attempt<'a> {
     pub predecessor_sends_until: Option<Instant>,
 }
 
-impl<'a> Attempt<'a> {
-    pub fn fence(&self) -> Fence<'a> {
-        self.fence
-    }
-
+impl Attempt<'_> {
     fn held(execution: i64, generation: i64) -> Self {
         Self { fence: Fence::Held(Held { execution, generation }), previous: None, predecessor_sends_until: None }
     }
@@ -329,12 +325,13 @@ impl Executor {
         if result.is_ok() && claim.settled() {
             return Ok(Some(outcome));
         }
+        if claim.lost() {
+            // A concurrent duplicate holds the key: its row answers.
+            return Ok(None);
+        }
         if matches!(settlement.state, LedgerState::FailedTransient | LedgerState::OutcomeUnknown) {
-            // Nothing of ours happened (a local effect commits whole or not at all), so nothing
-            // is stored; but the failure may be a concurrent duplicate's doing (it holds the
-            // key, or took the slot): then its row answers.
-            let taken = self.store.execution(ctx.tenant.id, key).await?.is_some();
-            return Ok((!taken).then_some(outcome));
+            // Nothing happened (a local effect commits whole or not at all): nothing to store.
+            return Ok(Some(outcome));
         }
         let stored = self.store.insert_settled_execution(&claim.new, &settlement, claim.now).await?;
         Ok(stored.map(|_| outcome))

@@ -31,18 +31,28 @@ pub struct Claim<'a> {
     pub new: NewExecution<'a>,
     /// When the call was made, on the database's clock.
     pub now: DateTime<Utc>,
-    /// Set when a transaction stored the outcome under the claimed row; read after the
-    /// handler returned `Ok` (which it does only once that transaction committed).
+    /// Set once a transaction that stored the outcome under the claimed row has committed.
     settled: AtomicBool,
+    /// Set when a transaction found the key already taken (a concurrent duplicate's row).
+    lost: AtomicBool,
 }
 
 impl<'a> Claim<'a> {
     pub fn new(new: NewExecution<'a>, now: DateTime<Utc>) -> Self {
-        Self { new, now, settled: AtomicBool::new(false) }
+        Self { new, now, settled: AtomicBool::new(false), lost: AtomicBool::new(false) }
     }
 
     pub fn settled(&self) -> bool {
         self.settled.load(Ordering::Acquire)
+    }
+
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Records that the key was found taken.
+    pub fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Release);
     }
 }
 
@@ -54,8 +64,7 @@ pub enum Fence<'a> {
 }
 
 impl Fence<'_> {
-    /// Records that the outcome was stored under this fence's row, in a transaction about to
-    /// commit.
+    /// Records that a transaction which stored the outcome under this fence's row committed.
     pub fn mark_settled(&self) {
         if let Self::Claim(claim) = self {
             claim.settled.store(true, Ordering::Release);

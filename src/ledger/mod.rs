@@ -12,8 +12,9 @@
 //!     gets the stored row back from the same statement, so a replay costs one round trip and is
 //!     counted without touching the lease. The reservation is durable before any request
 //!     leaves, which is what lets a later attempt look the effect up;
-//!   - a local effect (rows in our own database) first probes the key (one statement that
-//!     counts a repeat and writes nothing when there is no row). With no row, the handler's
+//!   - a local effect (rows in our own database) first probes the key (on PostgreSQL one
+//!     statement that counts a repeat and writes nothing when there is no row; on SQLite a
+//!     read, and the count only for a repeat). With no row, the handler's
 //!     own transaction claims the key, writes the effect and stores the outcome: one commit per
 //!     call instead of two, and nothing to lease, since a crash leaves neither row nor effect
 //!     (`ledger::fence` explains the claim). A handler that wrote nothing (or failed

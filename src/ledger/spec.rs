@@ -23,7 +23,9 @@ pub enum Reach {
     /// Rows in Balcão's own database, every one written in the transaction that stores the
     /// outcome (through the attempt's fence): the row is claimed in that same transaction,
     /// one commit per call (see `ledger::fence`). A handler may also succeed without writing
-    /// (nothing to change); its outcome is then stored on its own, also one commit.
+    /// (nothing to change); its outcome is then stored on its own, also one commit. Such a
+    /// handler must have no effect anywhere else: racing duplicates may each run it up to
+    /// their claim, and only the claim's winner writes.
     Local,
     /// Anything outside (a Pix provider, a message sent): the reservation commits first and
     /// its lease fences the attempt, then the outcome is stored.

@@ -221,12 +221,15 @@ impl ActionStore for Store {
                 None => None,
             };
             let row: ActionRow = insert_action!(tx, new, now);
-            if let (Some((fence, result)), Some(held)) = (new.settle, held)
-                && !settle_in_tx!(tx, new.tenant, fence, held, &new.id.subject(), result, now)?
+            if let (Some((_, result)), Some(held)) = (new.settle, held)
+                && !settle_in_tx!(tx, new.tenant, held, &new.id.subject(), result, now)?
             {
                 return Ok(None);
             }
             tx.commit().await?;
+            if let Some((fence, _)) = new.settle {
+                fence.mark_settled();
+            }
             row
         });
         Ok(Some(row.try_into()?))

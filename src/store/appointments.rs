@@ -159,15 +159,16 @@ macro_rules! fenced_write {
                     let appointment: Appointment = $body;
                     if let (Some(settle), Some(held)) = ($settle, $held) {
                         let result = (settle.render)(&appointment);
-                        let settled = settle_in_tx!(
-                            $tx, $tenant, settle.fence, held, &subject(appointment.id), &result, $now
-                        )
-                        .map_err(db)?;
+                        let settled =
+                            settle_in_tx!($tx, $tenant, held, &subject(appointment.id), &result, $now).map_err(db)?;
                         if !settled {
                             return Err(BookingError::Fenced);
                         }
                     }
                     $tx.commit().await.map_err(db)?;
+                    if let Some(settle) = $settle {
+                        settle.fence.mark_settled();
+                    }
                     Ok::<Appointment, BookingError>(appointment)
                 })
             }

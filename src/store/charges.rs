@@ -188,10 +188,11 @@ impl ChargeStore for Store {
                 }
             };
             let result = render(&charge);
-            if !settle_in_tx!(tx, new.tenant, fence, held, &format!("charge:{}", charge.id), &result, now)? {
+            if !settle_in_tx!(tx, new.tenant, held, &format!("charge:{}", charge.id), &result, now)? {
                 return Ok(None);
             }
             tx.commit().await?;
+            fence.mark_settled();
             Ok(Some(charge))
         })
     }

@@ -79,7 +79,13 @@ macro_rules! hold_fence {
                 )
                 .fetch_optional(&mut *$tx)
                 .await
-                .map(|id: Option<i64>| id.map(|execution| $crate::ledger::Held { execution, generation: 1 }))
+                .map(|id: Option<i64>| match id {
+                    Some(execution) => Some($crate::ledger::Held { execution, generation: 1 }),
+                    None => {
+                        claim.mark_lost();
+                        None
+                    }
+                })
             }
         }
     };
@@ -101,10 +107,11 @@ macro_rules! reserve_upsert {
     };
 }
 
-/// Inside a write transaction: settles the row `held` under `fence` as succeeded with
-/// `result`, recording what its effect is about; false when the fence no longer holds.
+/// Inside a write transaction: settles the row `held` as succeeded with `result`, recording
+/// what its effect is about; false when the fence no longer holds. Once the transaction has
+/// committed, the caller marks its fence settled ([`crate::ledger::Fence::mark_settled`]).
 macro_rules! settle_in_tx {
-    ($tx:expr, $tenant:expr, $fence:expr, $held:expr, $subject:expr, $result:expr, $now:expr) => {
+    ($tx:expr, $tenant:expr, $held:expr, $subject:expr, $result:expr, $now:expr) => {
         sqlx::query(
             "UPDATE agent_tool_executions SET status = 'succeeded', result = $1, error = NULL, subject = $2,
                  locked_until = NULL, updated_at = $3, completed_at = $3
@@ -118,13 +125,7 @@ macro_rules! settle_in_tx {
         .bind($held.generation)
         .execute(&mut *$tx)
         .await
-        .map(|r| {
-            let settled = r.rows_affected() == 1;
-            if settled {
-                $fence.mark_settled();
-            }
-            settled
-        })
+        .map(|r| r.rows_affected() == 1)
     };
 }
 pub(crate) use settle_in_tx;
@@ -257,8 +258,6 @@ pub trait LedgerStore {
     async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 }
 
-/// Appended to a `RETURNING` list on PostgreSQL: the statement's implicit transaction commits
-/// asynchronously when the row it returns is someone else's (a repeat; see `crate::ledger`).
 /// Counts a repeat of an existing key, up to its `RETURNING` list.
 macro_rules! probe_update {
     () => {
@@ -268,6 +267,8 @@ macro_rules! probe_update {
     };
 }
 
+/// Appended to a `RETURNING` list on PostgreSQL: the statement's implicit transaction commits
+/// asynchronously when the row it returns is someone else's (a repeat; see `crate::ledger`).
 macro_rules! relax_repeat {
     () => {
         ", CASE WHEN reserved_by <> $10 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"

@@ -375,7 +375,7 @@ contract!(a_booking_commits_once_and_racing_repeats_replay_it, |db| async move {
     assert!(matches!(&replayed, Outcome::AlreadyDone(v) if v["booking_id"] == booked["booking_id"]), "{replayed:?}");
 
     // Twenty identical calls at once on a fresh slot: one books, every other one is answered
-    // from its ledger row, whichever way it lost (the key's row, the customer's own slot).
+    // from its ledger row (its claim found the key taken, or its probe found the row).
     let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T16:00:00-03:00" });
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..20 {

@@ -178,7 +178,7 @@ pub(crate) async fn book(
         allow_customer_overlap: false,
         hold,
     };
-    let settle = SettleWith { fence: attempt.fence(), render: &render };
+    let settle = SettleWith { fence: attempt.fence, render: &render };
     match store.insert_appointment(&new, Some(&settle), ctx.now).await {
         Ok(appointment) => Ok(render(&appointment)),
         Err(e) => Err(booking_failure(store, call, e, Some(wanted)).await),
@@ -337,7 +337,7 @@ pub(crate) async fn cancel(store: &Store, call: &ToolCall<'_>, id: i64) -> Resul
     };
     let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
     let render = renderer(call, services, professionals);
-    let settle = SettleWith { fence: attempt.fence(), render: &render };
+    let settle = SettleWith { fence: attempt.fence, render: &render };
     match store.cancel_appointment(ctx.tenant.id, ctx.customer, id, Some(&settle), ctx.now).await {
         Ok(cancelled) => Ok(render(&cancelled)),
         Err(e) => Err(booking_failure(store, call, e, None).await),
@@ -419,7 +419,7 @@ pub(crate) async fn move_booking(
         ends_at: start + (current.ends_at - current.starts_at),
         key: &key,
     };
-    let settle = SettleWith { fence: attempt.fence(), render: &render };
+    let settle = SettleWith { fence: attempt.fence, render: &render };
     match store.move_appointment(&to, Some(&settle), ctx.now).await {
         Ok(moved) => Ok(render(&moved)),
         Err(e) => Err(booking_failure(store, call, e, Some(wanted)).await),
