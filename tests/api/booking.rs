@@ -397,3 +397,27 @@ contract!(a_booking_commits_once_and_racing_repeats_replay_it, |db| async move {
     let rows: Vec<_> = rows.iter().map(|r| (r.status.as_str(), r.generation, r.replay_count)).collect();
     assert_eq!(rows, [("succeeded", 1, 1), ("succeeded", 1, 19)]);
 });
+
+contract!(a_move_to_where_a_booking_already_is_does_not_replay_after_it_moved, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990010").await;
+    let at = |t: &str| format!("2026-03-11T{t}:00-03:00");
+    let booked = executed(
+        s.call(
+            &c,
+            "create_booking",
+            json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": at("14:00") }),
+        )
+        .await,
+    );
+    let id = booked["booking_id"].clone();
+    let reschedule = |t: &str| json!({ "booking_id": id, "starts_at": at(t) });
+    // Asked to move where it already is: nothing moves, and the answer is about this booking.
+    assert_eq!(executed(s.call(&c, "reschedule_booking", reschedule("14:00")).await)["starts_at"], at("14:00"));
+    assert_eq!(executed(s.call(&c, "reschedule_booking", reschedule("15:00")).await)["starts_at"], at("15:00"));
+    // Asked again for 14:00, it moves back: the earlier answer no longer describes the booking.
+    let back = s.call(&c, "reschedule_booking", reschedule("14:00")).await;
+    assert!(matches!(&back, Outcome::Executed(v) if v["starts_at"] == at("14:00")), "{back:?}");
+    let mine = executed(s.call(&c, "list_my_bookings", json!({})).await);
+    assert_eq!(mine["bookings"][0]["starts_at"], at("14:00"));
+});

@@ -404,11 +404,13 @@ pub(crate) async fn move_booking(
     let render = renderer(call, services, professionals);
     let current = customer_booking(store, call, id).await?;
     let professional_id = professional.unwrap_or(current.professional_id);
-    if current.starts_at == start && current.professional_id == professional_id {
-        return Ok(render(&current));
-    }
     let wanted = Wanted { service_id: current.service_id, professional_id, start };
-    check_offered(store, call, wanted).await?;
+    // A move to where it already is changes nothing, but still goes through the fenced write:
+    // its outcome is then stored about this booking, so a later move supersedes it instead of
+    // leaving a replay of "it is at 14:00" behind.
+    if (current.starts_at, current.professional_id) != (start, professional_id) {
+        check_offered(store, call, wanted).await?;
+    }
     let key = create_key(ctx, professional_id, start)?;
     let to = Move {
         tenant: ctx.tenant.id,
