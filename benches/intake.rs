@@ -69,19 +69,6 @@ async fn fresh_store(url: &str) -> Store {
     store
 }
 
-/// Gathers the planner's statistics on the database at `url` (see the warm-up in [`run_server`]).
-async fn analyze(url: &str) {
-    if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url).await.expect("postgres");
-        sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
-        pool.close().await;
-    } else {
-        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
-        sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
-        pool.close().await;
-    }
-}
-
 /// The i-th message as the webhook parses it.
 fn inbound(run: &str, i: usize) -> NewInbound {
     NewInbound {
@@ -114,7 +101,7 @@ async fn limit(url: &str, writers: usize) -> Stats {
         conversations.push(store.ensure_conversation(tenant, &contact, Utc::now()).await.expect("conversation"));
     }
     let conversations = Arc::new(conversations);
-    analyze(url).await;
+    common::analyze(url).await;
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -245,7 +232,7 @@ async fn run_server(url: &str, settings: &[(&str, String)], run: &str) -> Server
         }
     })
     .await;
-    analyze(url).await;
+    common::analyze(url).await;
     let http = drive(MESSAGES, connections(), None, send.clone()).await;
     let paced =
         drive(RATE_PER_SECOND * RATE_SECONDS, connections(), Some(RATE_PER_SECOND), move |i| send(MESSAGES + i)).await;

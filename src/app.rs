@@ -372,6 +372,13 @@ impl App {
             }
             pool
         });
+        // Replays are counted in memory (`store::replays`); HTTP-only servers answer the
+        // console's repeats too, so this runs in both modes.
+        let replay_counts = tokio::spawn(crate::store::replays::flush_every(
+            self.store.clone(),
+            crate::store::replays::FLUSH_EVERY,
+            stop.clone(),
+        ));
         tracing::info!(addr = %self.listener.local_addr()?, backend = self.store.backend(), "balcão is listening");
         let (http_stop, streams) = (stop.clone(), self.stopping.clone());
         axum::serve(self.listener, self.router)
@@ -387,6 +394,10 @@ impl App {
         tracing::info!("shutting down: finishing in-flight turns");
         if let Some(pool) = pool {
             pool.stop(self.config.shutdown_grace).await;
+        }
+        stop.cancel();
+        if let Err(e) = replay_counts.await {
+            tracing::warn!(error = %e, "the replay-count task ended badly");
         }
         self.store.close().await;
         Ok(())

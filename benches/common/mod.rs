@@ -276,3 +276,20 @@ pub async fn drop_database(admin: &sqlx::PgPool, name: &str) {
         .await
         .expect("drop");
 }
+
+/// Gathers the planner's statistics on the database at `url`. This host's PostgreSQL runs with
+/// autovacuum off; without statistics, the generic plan a pooled connection caches while a
+/// table is nearly empty can pick the wrong index and stay with it (production's autovacuum
+/// analyzes within a minute, which also replaces cached plans). Benches warm up, then call this
+/// before the clock starts.
+pub async fn analyze(url: &str) {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+        sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
+        pool.close().await;
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        sqlx::query("ANALYZE").execute(&pool).await.expect("analyze");
+        pool.close().await;
+    }
+}

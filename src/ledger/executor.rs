@@ -15,7 +15,7 @@ use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
 use crate::jobs::to_delta;
 use crate::metrics::Metrics;
-use crate::store::{LedgerStore, NewExecution, Reservation, Settlement, Store, TakeOver};
+use crate::store::{LedgerStore, NewExecution, Settlement, Store, TakeOver};
 use crate::tenant::Tenant;
 
 /// Losing a race to take over can repeat only so often before we report "in progress".
@@ -254,24 +254,26 @@ impl Executor {
             turn_attempt: ctx.turn_attempt,
         };
         for _ in 0..MAX_DECISION_ROUNDS {
-            let row = match reach {
-                // A local effect claims its key in its own transaction: only an existing row
-                // is looked at first (one round trip, no commit when there is none).
-                Reach::Local => match self.store.probe_execution(tenant, &key).await? {
-                    Some(row) => row,
-                    None => match self.run_claimed(tool, ctx, &args, &key, Claim::new(new.clone(), now)).await? {
+            // A repeat is answered from the stored row: one read, nothing written.
+            let row = match self.store.probe_execution(tenant, &key).await? {
+                Some(row) => row,
+                // A local effect claims its key in its own transaction, with the effect.
+                None if reach == Reach::Local => {
+                    match self.run_claimed(tool, ctx, &args, &key, Claim::new(new.clone(), now)).await? {
                         Some(outcome) => return Ok(outcome),
                         // A concurrent call claimed the key first: answer from its row.
                         None => continue,
-                    },
-                },
-                Reach::Outside => match self.store.reserve_execution(&new, now, lease_until).await? {
-                    Reservation::Fresh(id) => {
+                    }
+                }
+                // An outside effect reserves its key, durably, before any request leaves.
+                None => match self.store.reserve_execution(&new, now, lease_until).await? {
+                    Some(id) => {
                         tracing::info!(tool = spec.name, %key, "executing");
                         let attempt = Attempt::held(id, 1);
                         return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
                     }
-                    Reservation::Repeat(row) => *row,
+                    // A concurrent call reserved the key first: answer from its row.
+                    None => continue,
                 },
             };
             match decide(&row, &fingerprint, ctx, now, on_conflict) {

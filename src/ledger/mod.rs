@@ -4,40 +4,28 @@
 //! Invariants:
 //! - only write tools pass through here; a write's key comes from business identity
 //!   ([`key`]), never from the `tool_use_id`;
-//! - a key has one row on `agent_tool_executions` (unique per tenant), and how it gets there
-//!   depends on where the tool's effect lands ([`Reach`]):
-//!   - an outside effect reserves the key first, in one statement:
-//!     `INSERT … ON CONFLICT DO UPDATE SET replay_count = replay_count + 1 RETURNING …`. The
-//!     inserter (recognized by a token only it knows) runs the handler under a lease; a repeat
-//!     gets the stored row back from the same statement, so a replay costs one round trip and is
-//!     counted without touching the lease. The reservation is durable before any request
-//!     leaves, which is what lets a later attempt look the effect up;
-//!   - a local effect (rows in our own database) first probes the key (on PostgreSQL one
-//!     statement that counts a repeat and writes nothing when there is no row; on SQLite a
-//!     read, and the count only for a repeat). With no row, the handler's
-//!     own transaction claims the key, writes the effect and stores the outcome: one commit per
-//!     call instead of two, and nothing to lease, since a crash leaves neither row nor effect
-//!     (`ledger::fence` explains the claim). A handler that wrote nothing (or failed
-//!     permanently, or was refused) has its outcome stored by one insert that claims the key
-//!     the same way. A claim that finds the key taken (a concurrent duplicate) writes nothing,
-//!     and the call is answered from the winner's row;
-//! - a replay waits for no flush. Counting it makes the upsert a write, and a durable write
-//!   waits for its commit record to reach disk. On PostgreSQL the statement's `RETURNING` list
-//!   calls `set_config('synchronous_commit', 'off', true)` when the returned row is not ours
-//!   (`reserved_by` ≠ our token): the setting is local to the statement's own implicit
-//!   transaction, which is still open when `RETURNING` runs and reads the setting at its commit,
-//!   so a repeat commits asynchronously while a fresh reservation (the row that guards the
-//!   effect) stays a synchronous commit. This keeps one round trip for both; an explicit
-//!   transaction with `SET LOCAL` would do the same in four (`BEGIN`, upsert, `SET`, `COMMIT`),
-//!   for fresh calls too. What a crash can lose is the last fraction of a second of replay counts,
-//!   never a reservation or an outcome: an asynchronous commit is still ordered in the WAL, so
-//!   any later synchronous commit flushes it. SQLite runs in WAL mode with
-//!   `synchronous = NORMAL`, where no commit waits for an fsync (checkpoints do, off the
-//!   writer): nothing to relax there;
-//! - a fresh reservation stays a synchronous commit: an asynchronous one lost in a database
-//!   crash (or a failover) while this server keeps running can hand its id out again, and the
-//!   fence (row id and generation) would then match another call's row. Local effects need no
-//!   reservation at all (above), which is how they save the commit;
+//! - a key has one row on `agent_tool_executions` (unique per tenant). Every call first reads
+//!   it (the probe); what happens when there is none depends on where the tool's effect lands
+//!   ([`Reach`]):
+//!   - an outside effect reserves the key: `INSERT … ON CONFLICT DO NOTHING RETURNING id`, a
+//!     durable commit, and the inserter runs the handler under a lease. The reservation is
+//!     durable before any request leaves, which is what lets a later attempt look the effect
+//!     up. A reservation that finds the key taken (a concurrent duplicate) writes nothing, and
+//!     the call is answered from the winner's row;
+//!   - a local effect (rows in our own database) needs no reservation: the handler's own
+//!     transaction claims the key, writes the effect and stores the outcome, one commit per
+//!     call, and nothing to lease, since a crash leaves neither row nor effect (`ledger::fence`
+//!     explains the claim). A handler that wrote nothing (or failed permanently, or was
+//!     refused) has its outcome stored by one insert that claims the key the same way; a
+//!     claim that finds the key taken is answered from the winner's row, as above;
+//! - a replay commits nothing: the probe is a plain indexed read, and the repeat is counted in
+//!   memory and written in batches (`store::replays`), so a crash can lose the last second of
+//!   replay counts, never a reservation or an outcome. (Until 2026-12-04 a replay counted
+//!   itself in the row: an asynchronous commit, but still a row version and a WAL record for
+//!   every repeat, and on SQLite a write queued on the single writer);
+//! - a reservation is a synchronous commit: an asynchronous one lost in a database crash (or a
+//!   failover) while this server keeps running could hand its id out again, and the fence (row
+//!   id and generation) would then match another call's row;
 //! - a repeat gets the stored outcome (`already_done`, or the permanent failure) without the
 //!   handler running again; a call under the same key with different arguments is a
 //!   `conflict`, never a silent replay; a call while another attempt holds the lease is

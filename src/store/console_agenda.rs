@@ -152,7 +152,8 @@ impl ConsoleAgendaStore for Store {
         subject: &str,
         key: Option<&str>,
     ) -> StoreResult<Vec<LedgerEntry>> {
-        Ok(reading!(self, pool => {
+        let _gate = self.replays.read_gate().await;
+        let mut entries: Vec<LedgerEntry> = reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, tool, idempotency_key, arguments, status, error, replay_count, generation,
                         conversation_id, turn_id, tool_use_id, created_at, completed_at
@@ -165,7 +166,9 @@ impl ConsoleAgendaStore for Store {
             .bind(key)
             .fetch_all(pool)
             .await
-        })?)
+        })?;
+        self.replays.add_pending(tenant, entries.iter_mut().map(|e| (e.id, &mut e.replay_count)));
+        Ok(entries)
     }
 
     async fn actions_about(&self, tenant: TenantId, subject: &str, ids: &[String]) -> StoreResult<Vec<ActionEntry>> {

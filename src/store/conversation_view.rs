@@ -330,7 +330,8 @@ impl ConversationViewStore for Store {
         conversation: ConversationId,
         first_turn: i64,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        Ok(reading!(self, pool => {
+        let _gate = self.replays.read_gate().await;
+        let mut rows: Vec<ExecutionRecord> = reading!(self, pool => {
             sqlx::query_as(
                 "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
                         locked_until, replay_count, tool_use_id, turn_id, turn_attempt, created_at, reserved_by
@@ -343,7 +344,9 @@ impl ConversationViewStore for Store {
             .bind(first_turn)
             .fetch_all(pool)
             .await
-        })?)
+        })?;
+        self.replays.add_pending(tenant, rows.iter_mut().map(|r| (r.id, &mut r.replay_count)));
+        Ok(rows)
     }
 
     async fn recent_actions(

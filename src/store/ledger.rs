@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::{Dialect, Pool, Store, StoreResult, reading, writing};
+use super::{Store, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
 
@@ -92,21 +92,6 @@ macro_rules! hold_fence {
 }
 pub(crate) use {bind_new_execution, hold_fence, new_execution_insert};
 
-/// The reservation upsert up to its `RETURNING` list: a fresh key inserts a `running` row
-/// holding the lease until `$13` (`reserved_by` = the caller's token, `$10`); an existing key
-/// only counts the repeat.
-macro_rules! reserve_upsert {
-    () => {
-        concat!(
-            new_execution_insert!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $13, 0, $11, $11, $12)
-             ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET
-                 replay_count = agent_tool_executions.replay_count + 1
-             RETURNING "
-        )
-    };
-}
-
 /// Inside a write transaction: settles the row `held` as succeeded with `result`, recording
 /// what its effect is about; false when the fence no longer holds. Once the transaction has
 /// committed, the caller marks its fence settled ([`crate::ledger::Fence::mark_settled`]).
@@ -178,15 +163,6 @@ pub struct TakeOver<'a> {
     pub turn_attempt: Option<i64>,
 }
 
-/// What reserving a key found.
-#[derive(Debug, Clone)]
-pub enum Reservation {
-    /// This call inserted the row and holds its lease.
-    Fresh(i64),
-    /// The key existed; its repeat was counted.
-    Repeat(Box<ExecutionRecord>),
-}
-
 /// How an attempt ended.
 #[derive(Debug, Clone)]
 pub struct Settlement<'a> {
@@ -197,18 +173,17 @@ pub struct Settlement<'a> {
 
 #[allow(async_fn_in_trait)]
 pub trait LedgerStore {
-    /// One statement: inserts a `running` row holding the lease at generation 1, or, when the
-    /// key exists, counts the repeat (never touching the lease) and returns the row as it is. A
-    /// repeat's commit does not wait for a flush on PostgreSQL (see `crate::ledger`).
+    /// One durable statement: inserts a `running` row holding the lease at generation 1 and
+    /// returns its id; `None` (nothing written) when the key has a row already.
     async fn reserve_execution(
         &self,
         new: &NewExecution<'_>,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
-    ) -> StoreResult<Reservation>;
+    ) -> StoreResult<Option<i64>>;
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
-    /// The row of `key`, its repeat counted, in one statement; `None` (and nothing written) when
-    /// there is none. Like a repeat's reservation, it commits without waiting for a flush.
+    /// The row of `key` with this repeat counted (in memory, see `store::replays`), by one read;
+    /// `None` when there is none. Nothing is written either way.
     async fn probe_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
     /// Inserts `new` already settled (a local effect's outcome when its handler wrote nothing
     /// under the claim); returns its id, or `None` when the key has a row already.
@@ -258,93 +233,44 @@ pub trait LedgerStore {
     async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 }
 
-/// Counts a repeat of an existing key, up to its `RETURNING` list.
-macro_rules! probe_update {
-    () => {
-        "UPDATE agent_tool_executions SET replay_count = replay_count + 1
-         WHERE tenant_id = $1 AND idempotency_key = $2
-         RETURNING "
-    };
-}
-
-/// Appended to a `RETURNING` list on PostgreSQL: the statement's implicit transaction commits
-/// asynchronously when the row it returns is someone else's (a repeat; see `crate::ledger`).
-macro_rules! relax_repeat {
-    () => {
-        ", CASE WHEN reserved_by <> $10 THEN set_config('synchronous_commit', 'off', true) END AS relaxed"
-    };
-}
-
 impl LedgerStore for Store {
     async fn reserve_execution(
         &self,
         new: &NewExecution<'_>,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
-    ) -> StoreResult<Reservation> {
+    ) -> StoreResult<Option<i64>> {
         let token = uuid::Uuid::new_v4().to_string();
-        let row: ExecutionRecord = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             bind_new_execution!(
-                sqlx::query_as(pool.pick(
-                    concat!(reserve_upsert!(), execution_columns!()),
-                    // A repeat relaxes its own (implicit) transaction's commit: see `crate::ledger`.
-                    concat!(reserve_upsert!(), execution_columns!(), relax_repeat!()),
+                sqlx::query_scalar(concat!(
+                    new_execution_insert!(),
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $13, 0, $11, $11, $12)
+                     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+                     RETURNING id"
                 )),
                 new,
                 &token,
                 now
             )
             .bind(lease_until)
-            .fetch_one(pool)
-            .await
-        })?;
-        Ok(if row.reserved_by == token { Reservation::Fresh(row.id) } else { Reservation::Repeat(Box::new(row)) })
-    }
-
-    async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
-        Ok(reading!(self, pool => {
-            sqlx::query_as(
-                concat!("SELECT ", execution_columns!(), "
-                 FROM agent_tool_executions WHERE tenant_id = $1 AND idempotency_key = $2"),
-            )
-            .bind(tenant.0)
-            .bind(key.as_str())
             .fetch_optional(pool)
             .await
         })?)
     }
 
+    async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
+        let _gate = self.replays.read_gate().await;
+        let mut row = self.read_execution(tenant, key).await?;
+        self.replays.add_pending(tenant, row.iter_mut().map(|r| (r.id, &mut r.replay_count)));
+        Ok(row)
+    }
+
     async fn probe_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
-        match &self.pool {
-            // One statement that commits without a flush when it finds the row, and writes
-            // nothing when it does not.
-            Pool::Postgres(pool) => Ok(sqlx::query_as(concat!(
-                probe_update!(),
-                execution_columns!(),
-                ", set_config('synchronous_commit', 'off', true) AS relaxed"
-            ))
-            .bind(tenant.0)
-            .bind(key.as_str())
-            .fetch_optional(pool)
-            .await?),
-            // On SQLite even an update that finds nothing opens and commits a write transaction
-            // on the single writer, queued behind every other write: a fresh call reads on the
-            // readers' pool instead, and only a repeat writes (its count).
-            Pool::Sqlite { write, .. } => {
-                let Some(mut row) = self.execution(tenant, key).await? else {
-                    return Ok(None);
-                };
-                sqlx::query(
-                    "UPDATE agent_tool_executions SET replay_count = replay_count + 1 WHERE tenant_id = $1 AND id = $2",
-                )
-                .bind(tenant.0)
-                .bind(row.id)
-                .execute(write)
-                .await?;
-                row.replay_count += 1;
-                Ok(Some(row))
-            }
-        }
+        Ok(self.read_execution(tenant, key).await?.map(|mut row| {
+            row.replay_count += self.replays.record(tenant, row.id);
+            row
+        }))
     }
 
     async fn insert_settled_execution(
@@ -480,7 +406,8 @@ impl LedgerStore for Store {
         tenant: TenantId,
         conversation: ConversationId,
     ) -> StoreResult<Vec<ExecutionRecord>> {
-        Ok(reading!(self, pool => {
+        let _gate = self.replays.read_gate().await;
+        let mut rows: Vec<ExecutionRecord> = reading!(self, pool => {
             sqlx::query_as(
                 concat!("SELECT ", execution_columns!(), "
                  FROM agent_tool_executions WHERE tenant_id = $1 AND conversation_id = $2 ORDER BY id"),
@@ -489,7 +416,9 @@ impl LedgerStore for Store {
             .bind(conversation.0)
             .fetch_all(pool)
             .await
-        })?)
+        })?;
+        self.replays.add_pending(tenant, rows.iter_mut().map(|r| (r.id, &mut r.replay_count)));
+        Ok(rows)
     }
 
     async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64> {
@@ -503,6 +432,22 @@ impl LedgerStore for Store {
             .execute(pool)
             .await
             .map(|r| r.rows_affected())
+        })?)
+    }
+}
+
+impl Store {
+    /// The row of `key` as stored.
+    async fn read_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                concat!("SELECT ", execution_columns!(), "
+                 FROM agent_tool_executions WHERE tenant_id = $1 AND idempotency_key = $2"),
+            )
+            .bind(tenant.0)
+            .bind(key.as_str())
+            .fetch_optional(pool)
+            .await
         })?)
     }
 }

@@ -40,6 +40,7 @@ mod menu;
 mod outbox;
 mod payments;
 mod privacy;
+pub mod replays;
 mod simulator;
 mod tenants;
 
@@ -72,7 +73,7 @@ pub use history::{HistoryStore, ModelCall, StoredMessage};
 pub use inbound::{InboundStore, Recorded};
 pub use intake::IntakeStore;
 pub use jobs::{JobStore, RunnableJobs, TurnFinished};
-pub use ledger::{LedgerStore, NewExecution, Reservation, Settlement, TakeOver};
+pub use ledger::{LedgerStore, NewExecution, Settlement, TakeOver};
 pub use menu::MenuStore;
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use payments::{NO_CHARGE_YET, NewPaymentEvent, PaymentStore};
@@ -142,6 +143,8 @@ pub struct Store {
     clock: Arc<DbClock>,
     /// Transactions the SQLite writer committed (SQLite's commit hook), for benchmarks.
     sqlite_commits: Arc<AtomicU64>,
+    /// Repeats of ledger rows not yet written (see `replays`).
+    replays: Arc<replays::ReplayTally>,
 }
 
 /// How far the database's clock is ahead of this server's. Leases are compared across server
@@ -261,7 +264,7 @@ impl Store {
             .connect_with(options)
             .await?;
         tokio::spawn(checkpoint_wal(read.clone()));
-        Ok(Self { pool: Pool::Sqlite { read, write }, clock: Arc::default(), sqlite_commits })
+        Ok(Self { pool: Pool::Sqlite { read, write }, clock: Arc::default(), sqlite_commits, replays: Arc::default() })
     }
 
     pub async fn connect_postgres(options: PgConnectOptions, max_connections: u32) -> StoreResult<Self> {
@@ -271,7 +274,12 @@ impl Store {
             .test_before_acquire(TEST_BEFORE_ACQUIRE)
             .connect_with(options)
             .await?;
-        let store = Self { pool: Pool::Postgres(pool), clock: Arc::default(), sqlite_commits: Arc::default() };
+        let store = Self {
+            pool: Pool::Postgres(pool),
+            clock: Arc::default(),
+            sqlite_commits: Arc::default(),
+            replays: Arc::default(),
+        };
         store.sync_clock().await?;
         tokio::spawn(resync_clock(store.clone()));
         Ok(store)
@@ -338,7 +346,11 @@ impl Store {
         Ok(applied.unwrap_or(0) >= latest)
     }
 
+    /// Writes what is pending (replay counts), then closes the pools.
     pub async fn close(&self) {
+        if let Err(e) = self.flush_replay_counts().await {
+            tracing::warn!(error = %e, "replay counts not written before closing");
+        }
         match &self.pool {
             Pool::Sqlite { read, write } => {
                 read.close().await;

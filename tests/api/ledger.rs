@@ -215,6 +215,58 @@ contract!(job_retried_after_the_tool_ran_gets_already_done, |db| async move {
     assert_eq!((r.status.as_str(), r.replay_count, r.tool_use_id.as_deref()), ("succeeded", 1, Some("toolu_A")));
 });
 
+/// Each row's stored replay count and, on PostgreSQL, its version (`xmin`), read behind the
+/// store's back.
+async fn stored_counts(db: &TestDb) -> Vec<(i64, String)> {
+    let sql = if db.sqlite.is_some() {
+        "SELECT replay_count, '' FROM agent_tool_executions ORDER BY id"
+    } else {
+        "SELECT replay_count, xmin::text FROM agent_tool_executions ORDER BY id"
+    };
+    crate::raw_pool!(db, pool => sqlx::query_as(sql).fetch_all(&pool).await.unwrap())
+}
+
+contract!(a_replay_writes_nothing_and_its_count_is_written_later, |db| async move {
+    // A repeat reads the stored outcome: the row keeps its version and SQLite's writer commits
+    // nothing. The count shows at once through the store and reaches the row with a flush.
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let probes = [Probe::new(&BUSINESS, []), Probe::new(&LOCAL, [])];
+    let input = json!({ "item": "corte" });
+    for probe in &probes {
+        assert!(matches!(run(&s, &c, probe, input.clone(), "m1", now()).await, Outcome::Executed(_)));
+    }
+    let (stored, commits) = (stored_counts(db).await, db.store.sqlite_commits());
+    assert_eq!(stored.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 0]);
+    for _ in 0..3 {
+        for probe in &probes {
+            assert!(matches!(run(&s, &c, probe, input.clone(), "m2", now()).await, Outcome::AlreadyDone(_)));
+        }
+    }
+    assert_eq!((stored_counts(db).await, db.store.sqlite_commits()), (stored.clone(), commits));
+    let shown = |rows: Vec<balcao::ledger::ExecutionRecord>| rows.iter().map(|r| r.replay_count).collect::<Vec<_>>();
+    let through_store = || db.store.executions_of_conversation(s.tenant.id, c.conversation);
+    assert_eq!(shown(through_store().await.unwrap()), [3, 3]);
+
+    assert_eq!(db.store.flush_replay_counts().await.unwrap(), 2);
+    assert_eq!(stored_counts(db).await.iter().map(|r| r.0).collect::<Vec<_>>(), [3, 3]);
+    assert_eq!(shown(through_store().await.unwrap()), [3, 3], "a flushed count is not counted twice");
+    assert_eq!(db.store.flush_replay_counts().await.unwrap(), 0);
+
+    // A running server writes them on its own.
+    run(&s, &c, &probes[1], input.clone(), "m3", now()).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let flusher =
+        tokio::spawn(balcao::store::replays::flush_every(db.store.clone(), Duration::from_millis(10), stop.clone()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while stored_counts(db).await.iter().map(|r| r.0).collect::<Vec<_>>() != [3, 4] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", stored_counts(db).await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.cancel();
+    flusher.await.unwrap();
+});
+
 contract!(identical_calls_in_one_response_run_once, |db| async move {
     let s = Scenario::new(db).await;
     let c = s.customer(db, "5511999990001").await;
