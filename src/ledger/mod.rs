@@ -131,6 +131,7 @@ pub struct ExecutionRecord {
     pub turn_id: Option<i64>,
     pub turn_attempt: Option<i64>,
     pub created_at: DateTime<Utc>,
+    /// A token of the attempt that inserted the row (diagnostics; nothing compares it).
     pub reserved_by: String,
 }
 

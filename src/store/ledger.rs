@@ -182,8 +182,9 @@ pub trait LedgerStore {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<i64>>;
     async fn execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
-    /// The row of `key` with this repeat counted (in memory, see `store::replays`), by one read;
-    /// `None` when there is none. Nothing is written either way.
+    /// The row of `key` as stored, by one read, its repeat counted in memory (see
+    /// `store::replays`; the row's own `replay_count` leaves pending counts out); `None` when
+    /// there is none. Nothing is written either way.
     async fn probe_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>>;
     /// Inserts `new` already settled (a local effect's outcome when its handler wrote nothing
     /// under the claim); returns its id, or `None` when the key has a row already.
@@ -267,10 +268,11 @@ impl LedgerStore for Store {
     }
 
     async fn probe_execution(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<ExecutionRecord>> {
-        Ok(self.read_execution(tenant, key).await?.map(|mut row| {
-            row.replay_count += self.replays.record(tenant, row.id);
-            row
-        }))
+        let row = self.read_execution(tenant, key).await?;
+        if let Some(row) = &row {
+            self.replays.record(tenant, row.id);
+        }
+        Ok(row)
     }
 
     async fn insert_settled_execution(

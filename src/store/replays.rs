@@ -11,8 +11,13 @@
 //!   so within one process every repeat is visible at once; another process sees them within
 //!   [`FLUSH_EVERY`]. Such a read and a flush exclude each other (a gate), so a read never sees
 //!   counts that have left the tally and not yet reached the row;
-//! - a flush that fails puts its counts back, to go with the next one; a crash loses at most
-//!   the last interval's counts, never an outcome, a reservation or a lease;
+//! - a flush holds the gate only while its statement runs (the connection is taken before),
+//!   and on PostgreSQL that statement waits on no row lock: rows a transaction holds keep
+//!   their counts for the next flush, so the flush can neither stall a turn nor close a
+//!   deadlock cycle with a handler's transaction;
+//! - a flush that fails puts its counts back, to go with the next one (one whose commit
+//!   succeeded but whose answer was lost counts twice); a crash loses at most the last
+//!   interval's counts, never an outcome, a reservation or a lease;
 //! - the tally holds one entry per row repeated since the last flush.
 
 use std::collections::HashMap;
@@ -42,12 +47,9 @@ impl ReplayTally {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Counts one repeat of row `id`; returns the repeats of it now pending.
-    pub(crate) fn record(&self, tenant: TenantId, id: i64) -> i64 {
-        let mut pending = self.lock();
-        let n = pending.entry((tenant.0, id)).or_insert(0);
-        *n += 1;
-        *n
+    /// Counts one repeat of row `id`.
+    pub(crate) fn record(&self, tenant: TenantId, id: i64) {
+        *self.lock().entry((tenant.0, id)).or_insert(0) += 1;
     }
 
     /// Holds flushes off while a read fetches rows and adds [`Self::pending`] to them.
@@ -74,42 +76,79 @@ impl ReplayTally {
 
 impl Store {
     /// Writes this process's pending replay counts in one statement; returns the rows counted.
-    /// Nothing is sent when none are pending.
+    /// Nothing is sent when none are pending. The gate is held only while the statement runs:
+    /// the connection is taken first, and the statement waits on no row lock.
     pub async fn flush_replay_counts(&self) -> StoreResult<usize> {
-        let _gate = self.replays.gate.write().await;
-        let taken = std::mem::take(&mut *self.replays.lock());
-        if taken.is_empty() {
+        if self.replays.lock().is_empty() {
             return Ok(0);
         }
-        let rows: Vec<[i64; 3]> = taken.iter().map(|(&(tenant, id), &n)| [tenant, id, n]).collect();
-        let written = match &self.pool {
+        match &self.pool {
             Pool::Postgres(pool) => {
-                let column = |i: usize| rows.iter().map(|r| r[i]).collect::<Vec<_>>();
-                sqlx::query(
-                    "UPDATE agent_tool_executions AS e SET replay_count = e.replay_count + c.n
-                     FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS c (tenant_id, id, n)
-                     WHERE e.tenant_id = c.tenant_id AND e.id = c.id",
+                let mut conn = pool.acquire().await?;
+                let _gate = self.replays.gate.write().await;
+                let taken = std::mem::take(&mut *self.replays.lock());
+                let columns = |i: usize| taken.iter().map(|(&(t, id), &n)| [t, id, n][i]).collect::<Vec<_>>();
+                // Rows a transaction holds (a takeover, a settle) are skipped and keep their
+                // counts for the next flush: waiting on them while holding other rows' locks
+                // could close a deadlock cycle with that transaction.
+                let kept: Result<Vec<(i64, i64, i64)>, _> = sqlx::query_as(
+                    "WITH c AS (
+                         SELECT * FROM UNNEST($1::BIGINT[], $2::BIGINT[], $3::BIGINT[]) AS c (tenant_id, id, n)
+                     ), free AS (
+                         SELECT e.tenant_id, e.id FROM agent_tool_executions e
+                         JOIN c ON e.tenant_id = c.tenant_id AND e.id = c.id
+                         FOR UPDATE OF e SKIP LOCKED
+                     ), counted AS (
+                         UPDATE agent_tool_executions AS e SET replay_count = e.replay_count + c.n
+                         FROM c JOIN free f ON f.tenant_id = c.tenant_id AND f.id = c.id
+                         WHERE e.tenant_id = c.tenant_id AND e.id = c.id
+                         RETURNING e.id
+                     )
+                     SELECT c.tenant_id, c.id, c.n FROM c
+                     WHERE c.id NOT IN (SELECT id FROM counted)
+                       AND EXISTS (SELECT 1 FROM agent_tool_executions e
+                                   WHERE e.tenant_id = c.tenant_id AND e.id = c.id)",
                 )
-                .bind(column(0))
-                .bind(column(1))
-                .bind(column(2))
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
+                .bind(columns(0))
+                .bind(columns(1))
+                .bind(columns(2))
+                .fetch_all(&mut *conn)
+                .await;
+                self.settle_flush(taken, kept.map(|rows| rows.into_iter().map(|(t, id, n)| ((t, id), n)).collect()))
             }
-            Pool::Sqlite { write, .. } => sqlx::query(
-                "UPDATE agent_tool_executions SET replay_count = replay_count + c.n
+            // One writer and no row locks: the statement waits for nothing once it holds it.
+            Pool::Sqlite { write, .. } => {
+                let mut conn = write.acquire().await?;
+                let _gate = self.replays.gate.write().await;
+                let taken = std::mem::take(&mut *self.replays.lock());
+                let rows: Vec<[i64; 3]> = taken.iter().map(|(&(tenant, id), &n)| [tenant, id, n]).collect();
+                let written = sqlx::query(
+                    "UPDATE agent_tool_executions SET replay_count = replay_count + c.n
                      FROM (SELECT value ->> 0 AS tenant_id, value ->> 1 AS id, value ->> 2 AS n
                            FROM json_each($1)) AS c
                      WHERE agent_tool_executions.tenant_id = c.tenant_id AND agent_tool_executions.id = c.id",
-            )
-            .bind(sqlx::types::Json(&rows))
-            .execute(write)
-            .await
-            .map(|r| r.rows_affected()),
-        };
-        match written {
-            Ok(_) => Ok(taken.len()),
+                )
+                .bind(sqlx::types::Json(&rows))
+                .execute(&mut *conn)
+                .await;
+                self.settle_flush(taken, written.map(|_| HashMap::new()))
+            }
+        }
+    }
+
+    /// After a flush of `taken`: on success, puts back the counts it `kept` (rows it skipped);
+    /// on failure, all of them.
+    fn settle_flush(
+        &self,
+        taken: HashMap<(i64, i64), i64>,
+        kept: Result<HashMap<(i64, i64), i64>, sqlx::Error>,
+    ) -> StoreResult<usize> {
+        match kept {
+            Ok(kept) => {
+                let written = taken.len() - kept.len();
+                self.replays.restore(kept);
+                Ok(written)
+            }
             Err(e) => {
                 self.replays.restore(taken);
                 Err(e.into())

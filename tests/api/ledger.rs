@@ -267,6 +267,45 @@ contract!(a_replay_writes_nothing_and_its_count_is_written_later, |db| async mov
     flusher.await.unwrap();
 });
 
+/// PostgreSQL only: SQLite has one writer and no row locks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_flush_skips_rows_a_transaction_holds_and_counts_them_later() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let s = Scenario::new(&db).await;
+    let c = s.customer(&db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, []);
+    for item in ["a", "b"] {
+        for expect_executed in [true, false] {
+            let outcome = run(&s, &c, &probe, json!({ "item": item }), "m1", now()).await;
+            assert_eq!(matches!(outcome, Outcome::Executed(_)), expect_executed, "{outcome:?}");
+        }
+    }
+    let shown = || async {
+        let rows = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap();
+        rows.iter().map(|r| r.replay_count).collect::<Vec<_>>()
+    };
+    let stored = || async { stored_counts(&db).await.iter().map(|r| r.0).collect::<Vec<_>>() };
+    let first = db.store.executions_of_conversation(s.tenant.id, c.conversation).await.unwrap()[0].id;
+    // Another transaction holds the first row (a takeover or a settle in flight).
+    let (base, schema) = db.pg.as_ref().unwrap();
+    let holder = sqlx::PgPool::connect_with(base.clone().options([("search_path", schema.as_str())])).await.unwrap();
+    let mut tx = holder.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM agent_tool_executions WHERE id = $1 FOR UPDATE")
+        .bind(first)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    // The flush waits for no one: it counts the free row and keeps the held one's count.
+    let flushed = tokio::time::timeout(Duration::from_secs(10), db.store.flush_replay_counts()).await;
+    assert_eq!(flushed.expect("the flush waited on a held row").unwrap(), 1);
+    assert_eq!((stored().await, shown().await), (vec![0, 1], vec![1, 1]));
+    tx.commit().await.unwrap();
+    assert_eq!(db.store.flush_replay_counts().await.unwrap(), 1);
+    assert_eq!((stored().await, shown().await), (vec![1, 1], vec![1, 1]));
+    holder.close().await;
+    db.cleanup().await;
+}
+
 contract!(identical_calls_in_one_response_run_once, |db| async move {
     let s = Scenario::new(db).await;
     let c = s.customer(db, "5511999990001").await;
