@@ -59,9 +59,24 @@ pub struct Attempt<'a> {
     pub predecessor_sends_until: Option<Instant>,
 }
 
-impl Attempt<'_> {
-    fn held(execution: i64, generation: i64) -> Self {
-        Self { fence: Fence::Held(Held { execution, generation }), previous: None, predecessor_sends_until: None }
+/// An attempt that holds its row under a lease: a fresh reservation, or a takeover.
+struct Leased {
+    held: Held,
+    previous: Option<LedgerState>,
+    predecessor_sends_until: Option<Instant>,
+}
+
+impl Leased {
+    fn fresh(execution: i64) -> Self {
+        Self { held: Held { execution, generation: 1 }, previous: None, predecessor_sends_until: None }
+    }
+
+    fn attempt(&self) -> Attempt<'static> {
+        Attempt {
+            fence: Fence::Held(self.held),
+            previous: self.previous,
+            predecessor_sends_until: self.predecessor_sends_until,
+        }
     }
 }
 
@@ -269,8 +284,7 @@ impl Executor {
                 None => match self.store.reserve_execution(&new, now, lease_until).await? {
                     Some(id) => {
                         tracing::info!(tool = spec.name, %key, "executing");
-                        let attempt = Attempt::held(id, 1);
-                        return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
+                        return self.hold_and_run(tool, ctx, &args, &key, Leased::fresh(id), (now, taken)).await;
                     }
                     // A concurrent call reserved the key first: answer from its row.
                     None => continue,
@@ -293,12 +307,12 @@ impl Executor {
                     };
                     if let Some(generation) = self.store.take_over_execution(&takeover, now, lease_until).await? {
                         tracing::warn!(tool = spec.name, %key, generation, previous = %row.status, "took over");
-                        let attempt = Attempt {
+                        let leased = Leased {
+                            held: Held { execution: row.id, generation },
                             previous: row.state(),
                             predecessor_sends_until: self.predecessor_sends_until(&row, now),
-                            ..Attempt::held(row.id, generation)
                         };
-                        return self.hold_and_run(tool, ctx, &args, &key, attempt, (now, taken)).await;
+                        return self.hold_and_run(tool, ctx, &args, &key, leased, (now, taken)).await;
                     }
                 }
             }
@@ -359,15 +373,13 @@ impl Executor {
         ctx: &CallContext<'_>,
         args: &NormalizedArgs,
         key: &LedgerKey,
-        attempt: Attempt<'_>,
+        leased: Leased,
         (now, taken): (DateTime<Utc>, Instant),
     ) -> anyhow::Result<Outcome> {
-        let Fence::Held(Held { execution: id, generation }) = attempt.fence else {
-            anyhow::bail!("a reserved attempt holds its row");
-        };
+        let Held { execution: id, generation } = leased.held;
         let clock = || now + to_delta(taken.elapsed());
         let window = SendWindow::for_lease(taken, self.lease);
-        let call = ToolCall { ctx, args, key: Some(key), attempt: Some(attempt), window: window.clone() };
+        let call = ToolCall { ctx, args, key: Some(key), attempt: Some(leased.attempt()), window: window.clone() };
         let tenant = ctx.tenant.id;
         let renew = async {
             let mut held_until = now + to_delta(self.lease);

@@ -16,33 +16,34 @@ macro_rules! execution_columns {
     };
 }
 
-/// The columns a new row is inserted with, up to `VALUES`, and the binding of `$1`…`$12`
-/// from a [`NewExecution`] (`$10` the inserter's token, `$11` the time, `$12` the turn's
-/// attempt).
-macro_rules! new_execution_insert {
-    () => {
-        "INSERT INTO agent_tool_executions
-             (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
-              tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at,
-              turn_attempt"
-    };
-}
-
-macro_rules! bind_new_execution {
-    ($query:expr, $new:expr, $token:expr, $now:expr) => {
-        $query
-            .bind($new.tenant.0)
-            .bind($new.key.as_str())
-            .bind($new.tool)
-            .bind($new.fingerprint)
-            .bind(sqlx::types::Json($new.arguments))
-            .bind($new.conversation.0)
-            .bind($new.contact.0)
-            .bind($new.turn.map(|t| t.0))
-            .bind($new.tool_use_id)
-            .bind($token)
-            .bind($now)
-            .bind($new.turn_attempt)
+/// The insert of `$new` as a new row when its key has none, `RETURNING id` (no row when the
+/// key is taken). `$1`…`$12` are bound from the [`NewExecution`] (`$10` a fresh token for
+/// `reserved_by`, `$11` the time `$now`, `$12` the turn's attempt); `$columns` and `$values`
+/// add what a path sets beyond them (the caller binds `$13` on).
+macro_rules! insert_new_execution {
+    ($columns:literal, $values:literal, $new:expr, $now:expr) => {
+        sqlx::query_scalar::<_, i64>(concat!(
+            "INSERT INTO agent_tool_executions
+                 (tenant_id, idempotency_key, tool, fingerprint, arguments, conversation_id, contact_id, turn_id,
+                  tool_use_id, reserved_by, status, generation, locked_until, replay_count, created_at, updated_at,
+                  turn_attempt",
+            $columns,
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ",
+            $values,
+            ") ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING id"
+        ))
+        .bind($new.tenant.0)
+        .bind($new.key.as_str())
+        .bind($new.tool)
+        .bind($new.fingerprint)
+        .bind(sqlx::types::Json($new.arguments))
+        .bind($new.conversation.0)
+        .bind($new.contact.0)
+        .bind($new.turn.map(|t| t.0))
+        .bind($new.tool_use_id)
+        .bind(uuid::Uuid::new_v4().to_string())
+        .bind($now)
+        .bind($new.turn_attempt)
     };
 }
 
@@ -64,33 +65,25 @@ macro_rules! hold_fence {
             .execute(&mut *$tx)
             .await
             .map(|r| (r.rows_affected() == 1).then_some(held)),
-            $crate::ledger::Fence::Claim(claim) => {
-                let token = uuid::Uuid::new_v4().to_string();
-                $crate::store::ledger::bind_new_execution!(
-                    sqlx::query_scalar(concat!(
-                        $crate::store::ledger::new_execution_insert!(),
-                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, NULL, 0, $11, $11, $12)
-                         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-                         RETURNING id"
-                    )),
-                    claim.new,
-                    token,
-                    claim.now
-                )
-                .fetch_optional(&mut *$tx)
-                .await
-                .map(|id: Option<i64>| match id {
-                    Some(execution) => Some($crate::ledger::Held { execution, generation: 1 }),
-                    None => {
-                        claim.mark_lost();
-                        None
-                    }
-                })
-            }
+            $crate::ledger::Fence::Claim(claim) => $crate::store::ledger::insert_new_execution!(
+                "",
+                "'running', 1, NULL, 0, $11, $11, $12",
+                claim.new,
+                claim.now
+            )
+            .fetch_optional(&mut *$tx)
+            .await
+            .map(|id| match id {
+                Some(execution) => Some($crate::ledger::Held { execution, generation: 1 }),
+                None => {
+                    claim.mark_lost();
+                    None
+                }
+            }),
         }
     };
 }
-pub(crate) use {bind_new_execution, hold_fence, new_execution_insert};
+pub(crate) use {hold_fence, insert_new_execution};
 
 /// Inside a write transaction: settles the row `held` as succeeded with `result`, recording
 /// what its effect is about; false when the fence no longer holds. Once the transaction has
@@ -241,19 +234,8 @@ impl LedgerStore for Store {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<i64>> {
-        let token = uuid::Uuid::new_v4().to_string();
         Ok(writing!(self, pool => {
-            bind_new_execution!(
-                sqlx::query_scalar(concat!(
-                    new_execution_insert!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', 1, $13, 0, $11, $11, $12)
-                     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-                     RETURNING id"
-                )),
-                new,
-                &token,
-                now
-            )
+            insert_new_execution!("", "'running', 1, $13, 0, $11, $11, $12", new, now)
             .bind(lease_until)
             .fetch_optional(pool)
             .await
@@ -281,18 +263,11 @@ impl LedgerStore for Store {
         settlement: &Settlement<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<i64>> {
-        let token = uuid::Uuid::new_v4().to_string();
         Ok(writing!(self, pool => {
-            bind_new_execution!(
-                sqlx::query_scalar(concat!(
-                    new_execution_insert!(),
-                    ", result, error, completed_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $13, 1, NULL, 0, $11, $11, $12, $14, $15, $11)
-                     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-                     RETURNING id"
-                )),
+            insert_new_execution!(
+                ", result, error, completed_at",
+                "$13, 1, NULL, 0, $11, $11, $12, $14, $15, $11",
                 new,
-                &token,
                 now
             )
             .bind(settlement.state.as_str())
