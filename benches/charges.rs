@@ -7,11 +7,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use balcao::actions::{ActionId, ActionPayload, ClickId, Decision};
+use balcao::actions::ActionPayload;
+
+use balcao::domain::{ActionId, ClickId, Decision};
 use balcao::app::App;
 use balcao::config::Config;
 use balcao::domain::{Cents, DatabaseUrl, PhoneE164};
-use balcao::inbound::ContactIdentity;
+use balcao::whatsapp::ContactIdentity;
 use balcao::store::{ActionStore, ChargeStore, NewAction, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use serde_json::json;

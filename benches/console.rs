@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use balcao::app::App;
 use balcao::config::Config;
 use balcao::domain::{DatabaseUrl, PhoneE164};
-use balcao::inbound::ContactIdentity;
+use balcao::whatsapp::ContactIdentity;
 use balcao::store::{CatalogStore, InboundStore, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{DateTime, Datelike, Days, NaiveTime, TimeDelta, TimeZone, Utc, Weekday};

@@ -15,8 +15,8 @@ mod common;
 use async_trait::async_trait;
 use balcao::domain::DatabaseUrl;
 use balcao::domain::{ContactId, ConversationId};
-use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
-use balcao::jobs::{JobKind, TurnTiming};
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
+use balcao::store::{JobKind, TurnTiming};
 use balcao::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Reach, Tool, ToolCall,
     ToolFailure, ToolSpec, derive_key, fingerprint,

@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use balcao::domain::DatabaseUrl;
-use balcao::inbound::{ContactIdentity, ConversationRef, InboundContent, IntakeWrite, NewInbound};
-use balcao::jobs::{JobKind, TurnTiming};
+use balcao::inbound::{ConversationRef, IntakeWrite};
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
+use balcao::store::{JobKind, TurnTiming};
 use balcao::store::{IntakeStore, Store, TenantStore};
 use balcao::tenant::{TenantDirectory, TenantSpec};
 use chrono::{TimeDelta, Utc};

@@ -22,13 +22,15 @@ use crate::agent::{AgentSettings, AgentTurn, Audience, ByAudience, ByKind, Guide
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::inbound::GroupCommit;
-use crate::jobs::{TurnHandler, TurnTiming, Worker, WorkerPool};
+use crate::jobs::{TurnHandler, Worker, WorkerPool};
+use crate::store::TurnTiming;
 use crate::ledger::Executor;
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
-use crate::outbox::{OutboxSender, Replier};
+use crate::outbox::OutboxSender;
+use crate::jobs::Replier;
 use crate::pix::Gateways;
 use crate::store::{Store, TenantStore};
 use crate::whatsapp::GraphClient;
@@ -245,7 +247,7 @@ impl App {
             wake_payments: wake_payments.clone(),
             csrf: crate::console::csrf_config(secure_cookies, &config.whatsapp.app_secret),
             secure_cookies,
-            handoff_idle: crate::jobs::to_delta(config.handoff_idle),
+            handoff_idle: crate::domain::to_delta(config.handoff_idle),
             stopping: stopping.clone(),
         };
         let listener =

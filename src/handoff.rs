@@ -25,13 +25,15 @@ use chrono::{TimeDelta, Utc};
 
 use crate::app::HandlerContext;
 use crate::domain::ConversationId;
-use crate::inbound::{ContactIdentity, InboundMessage};
-use crate::jobs::{Turn, TurnHandler, to_delta};
-use crate::outbox::Replier;
+use crate::inbound::InboundMessage;
+use crate::whatsapp::ContactIdentity;
+use crate::jobs::{Turn, TurnHandler};
+use crate::domain::to_delta;
+use crate::jobs::Replier;
 use crate::store::{HandoffStore, OutboxStore, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
-/// What the customer types to ask for a person, once normalized ([`crate::keyword::fold`]).
+/// What the customer types to ask for a person, once normalized ([`crate::domain::keyword::fold`]).
 const ASK_FOR_PERSON: &str = "atendente";
 
 /// The handoff's pt-BR texts.
@@ -54,7 +56,7 @@ fn render(text: HandoffText<'_>) -> anyhow::Result<String> {
 
 /// Whether the message asks for a person.
 fn asks_for_person(message: &InboundMessage) -> bool {
-    message.kind == "text" && message.body.as_deref().is_some_and(|b| crate::keyword::fold(b) == ASK_FOR_PERSON)
+    message.kind == "text" && message.body.as_deref().is_some_and(|b| crate::domain::keyword::fold(b) == ASK_FOR_PERSON)
 }
 
 /// Wraps the customer-turn handler.
@@ -128,7 +130,7 @@ impl TurnHandler for HandoffGate {
 
 #[cfg(test)]
 mod tests {
-    use crate::keyword::fold as normalize;
+    use crate::domain::keyword::fold as normalize;
 
     #[test]
     fn atendente_is_recognized_however_it_is_typed() {

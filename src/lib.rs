@@ -15,6 +15,7 @@
 pub mod actions;
 pub mod agent;
 pub mod app;
+pub mod appointments;
 pub mod booking;
 pub mod charges;
 pub mod chat;
@@ -26,7 +27,6 @@ pub mod handoff;
 pub mod http;
 pub mod inbound;
 pub mod jobs;
-pub mod keyword;
 pub mod ledger;
 pub mod llm;
 pub mod messages;

@@ -168,7 +168,7 @@ async fn main() -> anyhow::Result<()> {
                 balcao::pix::GatewayKind::Bacen => {
                     let name = settings.provider.webhook_secret_env.as_deref();
                     let secret =
-                        balcao::pix::gateways::required_secret(&balcao::pix::EnvSecrets, "webhook_secret_env", name)?;
+                        balcao::pix::secrets::required_secret(&balcao::pix::EnvSecrets, "webhook_secret_env", name)?;
                     Some(secret.expose().to_owned())
                 }
                 _ => None,

@@ -23,11 +23,13 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio_util::sync::CancellationToken;
 
-use crate::actions::{ActionId, ActionPayload, ClickId, Decision, offer_message};
+use crate::actions::{ActionPayload, offer_message};
+
+use crate::domain::{ActionId, ClickId, Decision};
 use crate::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
 use crate::messages::{ActionText, action_text, when_at};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::store::{ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, NewAction, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;

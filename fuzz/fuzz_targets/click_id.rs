@@ -1,7 +1,7 @@
 //! Button reply ids: `ClickId::parse` takes anything a customer's client can send.
 #![no_main]
 
-use balcao::actions::ClickId;
+use balcao::domain::ClickId;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

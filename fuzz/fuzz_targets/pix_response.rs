@@ -4,7 +4,7 @@
 #![no_main]
 
 use balcao::domain::{Cents, PhoneE164};
-use balcao::ledger::LedgerKey;
+use balcao::domain::LedgerKey;
 use balcao::pix::{ChargeRequest, Payer, Txid, asaas, bacen, mercadopago};
 use chrono::{TimeZone, Utc};
 use libfuzzer_sys::fuzz_target;

@@ -22,7 +22,8 @@ use super::{ActionId, ActionKind, ActionStatus, ClickId, ConfirmedVia, Decision,
 use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::{CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
 use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
-use crate::outbox::{OutboxKey, Replier};
+use crate::jobs::Replier;
+use crate::store::OutboxKey;
 use crate::store::{ActionStore, Decider, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
@@ -76,7 +77,7 @@ impl ClickHandler {
         Self {
             executor: Executor::new(store.clone(), lease),
             execute: Arc::new(super::ExecuteAction { store: store.clone(), replier, gateways }),
-            cancel_booking: Arc::new(crate::agent::tools::CancelBooking { proposer: proposer.clone() }),
+            cancel_booking: Arc::new(super::CancelBooking { proposer: proposer.clone() }),
             proposer,
             store,
         }

@@ -8,10 +8,10 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::{ActionId, ActionPayload, ActionStatus};
-use crate::agent::tools::{book, cancel, move_booking};
+use crate::appointments::{book, cancel, move_booking};
 use crate::charges::{ChargeOrder, create_charge};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::pix::Gateways;
 use crate::store::{ActionStore, AgendaStore, Store};
 

@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ActionKind, PendingAction};
 use crate::messages::{ActionText, action_text};
-use crate::outbox::{NewOutbound, OutboxKey, Replier};
+use crate::jobs::Replier;
+use crate::store::{NewOutbound, OutboxKey};
 use crate::store::{ActionStore, ChargeStore, Store, TenantStore};
 use crate::whatsapp::message::{TEXT_BODY_MAX, clip};
 use crate::whatsapp::{OutboundMessage, Recipient};

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::{ActionId, ActionKind, ActionPayload, ClickId, Decision, PendingAction};
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::store::{ActionStore, NewAction, Store};
 use crate::whatsapp::message::{BUTTON_TITLE_MAX, INTERACTIVE_BODY_MAX, clip};
 use crate::whatsapp::{OutboundMessage, ReplyButton};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::actions::is_staff;
-use crate::jobs::{JobKind, Turn, TurnHandler};
+use crate::jobs::{Turn, TurnHandler};
+use crate::store::JobKind;
 use crate::store::Store;
 
 /// Clicks to `clicks`, turns to `turns`.

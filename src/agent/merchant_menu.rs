@@ -20,7 +20,7 @@ use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::normalize::{FieldKind, normalize_text};
 use crate::ledger::{Executor, Outcome, Tool};
 use crate::messages::{MerchantText as M, merchant_text, when_at};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::store::{ChargeStore, MenuStore, Store};
 use crate::whatsapp::message::{BUTTON_TITLE_MAX, clip};
 use crate::whatsapp::{OutboundMessage, ReplyButton};

@@ -30,7 +30,7 @@ use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
 use crate::metrics::{Metrics, stop_label};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::store::{CatalogStore, HistoryStore, LedgerStore, ModelCall, Store};
 use crate::whatsapp::OutboundMessage;
 

@@ -5,13 +5,13 @@ use serde_json::{Value, json};
 
 use super::Charge;
 use super::delivery::{choose_via, customer_messages};
-use crate::actions::ActionId;
+use crate::domain::ActionId;
 use crate::domain::{Cents, ConversationId, PhoneE164};
-use crate::inbound::ContactIdentity;
+use crate::whatsapp::ContactIdentity;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
-use crate::outbox::Destination;
-use crate::outbox::Replier;
+use crate::store::Destination;
+use crate::jobs::Replier;
 use crate::pix::{ChargeRequest, GatewayError, Gateways, Payer, PixSettings, Txid};
 use crate::store::{ChargeStore, InboundStore, NewCharge, Store};
 

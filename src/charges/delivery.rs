@@ -4,7 +4,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::Charge;
 use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
-use crate::outbox::{Destination, NewOutbound};
+use crate::store::{Destination, NewOutbound};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 

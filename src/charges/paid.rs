@@ -7,10 +7,11 @@ use chrono::Utc;
 
 use super::Charge;
 use crate::domain::ConversationId;
-use crate::inbound::ContactIdentity;
+use crate::whatsapp::ContactIdentity;
 use crate::messages::{ActionText, ChargeVia, action_text};
-use crate::outbox::Destination;
-use crate::outbox::{NewOutbound, Replier};
+use crate::store::Destination;
+use crate::jobs::Replier;
+use crate::store::NewOutbound;
 use crate::store::{ChargeStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;

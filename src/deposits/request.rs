@@ -17,7 +17,7 @@ use crate::ledger::{
     ToolSpec,
 };
 use crate::messages::{DepositText, deposit_text};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::pix::Gateways;
 use crate::store::{BookingStore, DepositStore, InboundStore, Store, StoreError, TenantStore};
 use crate::tenant::Tenant;

@@ -1,11 +1,22 @@
-//! Domain newtypes: values that checked themselves when they were built.
+//! The floor: values that checked themselves when they were built, and helpers with no I/O
+//! (ids, the ids a button carries, money in cents, E.164 phones, secrets, idempotency keys,
+//! the one-word commands, time helpers). Everything may import it; it imports nothing of ours.
 
+mod click;
 mod ids;
+pub mod keyword;
+mod ledger_key;
 mod money;
 mod phone;
 mod secret;
+mod time;
+mod window;
 
+pub use click::{ActionId, ClickId, Decision};
 pub use ids::{ContactId, ConversationId, JobId, OutboundId, TenantId};
+pub use ledger_key::LedgerKey;
 pub use money::{Cents, MoneyError};
 pub use phone::{PhoneE164, PhoneError};
 pub use secret::{DatabaseUrl, Secret};
+pub use time::{Backoff, to_delta};
+pub use window::SendWindow;

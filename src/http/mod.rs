@@ -46,7 +46,7 @@ pub struct AppState {
     /// The simulator API is open to anyone: only in local mode on a loopback address.
     pub simulator_open: bool,
     /// Queues the messages the simulator's actions cause (a sandbox charge marked paid).
-    pub replier: crate::outbox::Replier,
+    pub replier: crate::jobs::Replier,
     /// Each tenant's Pix gateway: authenticates payment notifications.
     pub gateways: Arc<crate::pix::Gateways>,
     /// Wakes the payment processor after a notification is stored.

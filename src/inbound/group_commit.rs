@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use super::{IntakeWrite, Written};
 use crate::config::IntakeConfig;
-use crate::jobs::TurnTiming;
+use crate::store::TurnTiming;
 use crate::metrics::Metrics;
 use crate::store::{IntakeStore, Store, StoreError, StoreResult};
 

@@ -4,9 +4,9 @@ use serde_json::Value;
 
 use super::group_commit::GroupCommit;
 use super::{IntakeWrite, Written};
-use crate::actions::ClickId;
+use crate::domain::ClickId;
 use crate::domain::TenantId;
-use crate::jobs::JobKind;
+use crate::store::JobKind;
 use crate::metrics::Metrics;
 use crate::store::{Recorded, Store};
 use crate::tenant::TenantDirectory;

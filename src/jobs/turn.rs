@@ -12,11 +12,12 @@ use async_trait::async_trait;
 use chrono::Utc;
 
 use super::end::Staged;
-use super::{JobKind, Lease, TurnEnd, TurnHistory};
+use super::{TurnEnd, TurnHistory};
+use crate::store::{JobKind, Lease};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
 use crate::ledger::CallContext;
-use crate::outbox::NewOutbound;
+use crate::store::NewOutbound;
 use crate::tenant::Tenant;
 use crate::whatsapp::Recipient;
 
@@ -61,7 +62,7 @@ impl Turn {
         Recipient { wa_id: self.contact.wa_id.clone(), user_id: self.contact.user_id.clone() }
     }
 
-    /// Queues a reply for the turn's end (see [`crate::outbox::Replier::reply`]).
+    /// Queues a reply for the turn's end (see [`crate::jobs::Replier::reply`]).
     pub fn stage_reply(&self, reply: NewOutbound) {
         self.staged.reply(reply);
     }

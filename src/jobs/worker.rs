@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::end::Staged;
-use super::{Backoff, ClaimedJob, FailOutcome, JobState, Turn, TurnEnd, TurnHandler, to_delta};
+use super::{Turn, TurnEnd, TurnHandler};
+use crate::store::{ClaimedJob, FailOutcome, JobState};
+use crate::domain::{Backoff, to_delta};
 use crate::config::QueueConfig;
 use crate::domain::JobId;
 use crate::metrics::Metrics;

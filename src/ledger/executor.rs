@@ -8,12 +8,12 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::fence::{Claim, Fence, Held};
-use super::key::{KeyScope, LedgerKey, derive_key, fingerprint};
+use super::key::{KeyScope, derive_key, fingerprint};
 use super::spec::{Effect, InputError, NormalizedArgs, Reach, ToolSpec};
-use super::window::SendWindow;
+use crate::domain::{LedgerKey, SendWindow};
 use super::{ExecutionRecord, LedgerState};
 use crate::domain::{ContactId, ConversationId, JobId};
-use crate::jobs::to_delta;
+use crate::domain::to_delta;
 use crate::metrics::Metrics;
 use crate::store::{LedgerStore, NewExecution, Settlement, Store, TakeOver};
 use crate::tenant::Tenant;

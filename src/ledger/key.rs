@@ -7,40 +7,13 @@
 //! arguments, to tell a true repeat from a changed request under the same key.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::normalize::NORMALIZATION_VERSION;
 use super::spec::{KeyPolicy, NormalizedArgs};
-use crate::domain::{ContactId, TenantId};
-
-/// Identifies one logical side effect.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LedgerKey(String);
-
-impl LedgerKey {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// A short, stable token derived from the key for outside systems that limit length or
-    /// alphabet (Pix `txid`: 26–35 of `[A-Za-z0-9]`).
-    pub fn hex_digest(&self) -> String {
-        hex::encode(Sha256::digest(self.0.as_bytes()))
-    }
-
-    pub fn from_stored(raw: String) -> Self {
-        Self(raw)
-    }
-}
-
-impl fmt::Display for LedgerKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+use crate::domain::{ContactId, LedgerKey, TenantId};
 
 /// Who and when a write is scoped to.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +43,7 @@ pub fn derive_key(
     // serde_json maps are sorted by key, so this serialization is canonical.
     let canonical = json!({ "scope": scope_value, "identity": identity }).to_string();
     let digest = hex::encode(Sha256::digest(canonical.as_bytes()));
-    Ok(LedgerKey(format!("{tool}/v{NORMALIZATION_VERSION}/{digest}")))
+    Ok(LedgerKey::from_stored(format!("{tool}/v{NORMALIZATION_VERSION}/{digest}")))
 }
 
 pub fn fingerprint(args: &NormalizedArgs) -> String {

@@ -56,14 +56,12 @@ mod fence;
 mod key;
 pub mod normalize;
 mod spec;
-mod window;
 
 pub use executor::{Attempt, CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
 pub use fence::{Claim, Fence, Held};
-pub use key::{KeyScope, LedgerKey, MissingTrigger, derive_key, fingerprint};
+pub use key::{KeyScope, MissingTrigger, derive_key, fingerprint};
 pub use normalize::{FieldKind, NORMALIZATION_VERSION};
 pub use spec::{Effect, FieldSpec, InputError, KeyPolicy, NormalizedArgs, Reach, ToolSpec};
-pub use window::SendWindow;
 
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;

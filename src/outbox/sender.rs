@@ -19,9 +19,9 @@ use tracing::Instrument;
 
 use crate::config::{OutboxConfig, QueueConfig};
 use crate::domain::Secret;
-use crate::jobs::{Backoff, to_delta};
+use crate::domain::{Backoff, to_delta};
 use crate::metrics::Metrics;
-use crate::outbox::ClaimedOutbound;
+use crate::store::ClaimedOutbound;
 use crate::store::{OutboxStore, RescheduleAs, Store, TenantStore};
 use crate::whatsapp::client::OUTSIDE_WINDOW_CODE;
 use crate::whatsapp::webhook::{DeliveryStatus, StatusUpdate};

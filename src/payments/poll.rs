@@ -8,7 +8,7 @@ use chrono::{TimeDelta, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::process::{Settled, settle};
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::pix::{Gateways, PaymentState};
 use crate::store::{ChargeStore, PaymentStore, Store, TenantStore};
 

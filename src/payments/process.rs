@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::PaymentEvent;
 use crate::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
 use crate::domain::TenantId;
-use crate::outbox::Replier;
+use crate::jobs::Replier;
 use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
 use crate::store::{NO_CHARGE_YET, PaymentStore, Store, TenantStore};
 use crate::tenant::Tenant;

@@ -46,7 +46,7 @@ use super::gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, NotifiedCharge, Payer,
     PaymentState, PixGateway, WebhookRequest,
 };
-use super::gateways::{Secrets, required_secret};
+use super::secrets::{Secrets, required_secret};
 use super::http;
 use super::settings::PixSettings;
 use crate::domain::Secret;

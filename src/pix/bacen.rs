@@ -44,11 +44,11 @@ use super::gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, PaymentState, PixGateway,
     WebhookRequest,
 };
-use super::gateways::{Secrets, required_secret};
+use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use super::txid::Txid;
 use crate::domain::Secret;
-use crate::ledger::LedgerKey;
+use crate::domain::LedgerKey;
 use api::Cob;
 use oauth::OAuth;
 

@@ -21,7 +21,7 @@
 
 use super::fold::fold_ascii;
 use super::key::PixKey;
-use super::tlv::{Tlv, check_crc, crc16_hex};
+use super::tlv::{Tlv, TlvError, check_crc, crc16_hex};
 use super::txid::{MAX_STATIC_TXID_LEN, Txid};
 use crate::domain::Cents;
 
@@ -58,16 +58,9 @@ const REFERENCE_LABEL: u8 = 5;
 pub enum BrCodeError {
     #[error("the payload has {0} bytes; a BR Code has at most 512")]
     TooLong(usize),
-    #[error("no CRC field (63) at the end: a BR Code ends with 6304 and 4 hex digits")]
-    MissingCrc,
-    #[error("the CRC field (63) is empty: 6304 must be followed by 4 hex digits")]
-    EmptyCrc,
-    #[error("the CRC field (63) must hold 4 uppercase hex digits, found {0:?}")]
-    MalformedCrc(String),
-    #[error("wrong CRC: the payload says {found}, the correct CRC is {computed}")]
-    WrongCrc { found: String, computed: String },
-    #[error("malformed TLV at byte {at}: {message}")]
-    Structure { at: usize, message: String },
+    /// The CRC or the TLV structure is wrong.
+    #[error(transparent)]
+    Tlv(#[from] TlvError),
     #[error("field {field}: {message}")]
     Field { field: String, message: String },
     #[error("missing required field {0}")]

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 
 use super::txid::Txid;
 use crate::domain::{Cents, PhoneE164};
-use crate::ledger::{LedgerKey, SendWindow};
+use crate::domain::{LedgerKey, SendWindow};
 
 /// Who pays: providers that keep customers (Asaas) find or create one by phone.
 #[derive(Debug, Clone, PartialEq, Eq)]

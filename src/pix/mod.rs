@@ -17,6 +17,7 @@ pub mod key;
 pub mod mercadopago;
 pub mod qr;
 pub mod sandbox;
+pub mod secrets;
 pub mod settings;
 mod tlv;
 pub mod txid;
@@ -27,9 +28,10 @@ pub use gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, NotifiedCharge, Payer,
     PaymentState, PixGateway, WebhookRequest,
 };
-pub use gateways::{EnvSecrets, Gateways, MapSecrets, Secrets};
+pub use gateways::Gateways;
 pub use key::{PixKey, PixKeyError, PixKeyType};
 pub use qr::QrError;
 pub use sandbox::SandboxGateway;
+pub use secrets::{EnvSecrets, MapSecrets, Secrets};
 pub use settings::{GatewayKind, PixSettings, ProviderConfig, RawPix};
 pub use txid::{Txid, TxidError};

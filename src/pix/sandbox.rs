@@ -59,7 +59,7 @@ mod tests {
 
     use super::*;
     use crate::domain::Cents;
-    use crate::ledger::LedgerKey;
+    use crate::domain::LedgerKey;
     use crate::pix::brcode::decode;
     use crate::pix::key::{PixKey, PixKeyType};
     use crate::pix::settings::GatewayKind;
@@ -87,7 +87,7 @@ mod tests {
                 phone: crate::domain::PhoneE164::parse("+5511999990000").unwrap(),
                 name: None,
             },
-            window: crate::ledger::SendWindow::unbounded(),
+            window: crate::domain::SendWindow::unbounded(),
         }
     }
 

@@ -6,7 +6,21 @@
 //! 4 uppercase hex digits of CRC-16/CCITT-FALSE over everything before them. Nothing here
 //! panics or slices outside its input.
 
-use super::brcode::BrCodeError;
+
+/// What is wrong with a payload at the wire level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlvError {
+    #[error("no CRC field (63) at the end: a BR Code ends with 6304 and 4 hex digits")]
+    MissingCrc,
+    #[error("the CRC field (63) is empty: 6304 must be followed by 4 hex digits")]
+    EmptyCrc,
+    #[error("the CRC field (63) must hold 4 uppercase hex digits, found {0:?}")]
+    MalformedCrc(String),
+    #[error("wrong CRC: the payload says {found}, the correct CRC is {computed}")]
+    WrongCrc { found: String, computed: String },
+    #[error("malformed TLV at byte {at}: {message}")]
+    Structure { at: usize, message: String },
+}
 
 /// Iterates over the TLV fields of `text` as `(id, value, offset)`; stops after an error.
 pub(crate) struct Tlv<'a> {
@@ -22,7 +36,7 @@ impl<'a> Tlv<'a> {
 }
 
 impl<'a> Iterator for Tlv<'a> {
-    type Item = Result<(u8, &'a str, usize), BrCodeError>;
+    type Item = Result<(u8, &'a str, usize), TlvError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let bytes = self.text.as_bytes();
@@ -32,7 +46,7 @@ impl<'a> Iterator for Tlv<'a> {
         }
         self.pos = bytes.len();
         let at = self.base + pos;
-        let fail = |message: String| Some(Err(BrCodeError::Structure { at, message }));
+        let fail = |message: String| Some(Err(TlvError::Structure { at, message }));
         let header = match bytes.get(pos..pos + 4) {
             Some(h) if h.iter().all(u8::is_ascii_digit) => h,
             _ => return fail("expected a 2-digit id and a 2-digit length".to_owned()),
@@ -57,23 +71,23 @@ impl<'a> Iterator for Tlv<'a> {
     }
 }
 
-pub(crate) fn check_crc(payload: &str) -> Result<(), BrCodeError> {
+pub(crate) fn check_crc(payload: &str) -> Result<(), TlvError> {
     let bytes = payload.as_bytes();
     let window = bytes.len().saturating_sub(8);
     let Some(i) = bytes[window..].windows(4).position(|w| w == b"6304") else {
-        return Err(BrCodeError::MissingCrc);
+        return Err(TlvError::MissingCrc);
     };
     let crc_start = window + i + 4;
     let found = &bytes[crc_start..];
     if found.is_empty() {
-        return Err(BrCodeError::EmptyCrc);
+        return Err(TlvError::EmptyCrc);
     }
     if found.len() != 4 || !found.iter().all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(b)) {
-        return Err(BrCodeError::MalformedCrc(String::from_utf8_lossy(found).into_owned()));
+        return Err(TlvError::MalformedCrc(String::from_utf8_lossy(found).into_owned()));
     }
     let computed = crc16_hex(&bytes[..crc_start]);
     if found != computed.as_bytes() {
-        return Err(BrCodeError::WrongCrc { found: String::from_utf8_lossy(found).into_owned(), computed });
+        return Err(TlvError::WrongCrc { found: String::from_utf8_lossy(found).into_owned(), computed });
     }
     Ok(())
 }
@@ -108,15 +122,15 @@ mod tests {
 
     #[test]
     fn crc_errors_say_what_is_wrong() {
-        assert_eq!(check_crc("0002016304"), Err(BrCodeError::EmptyCrc));
-        assert_eq!(check_crc("000201"), Err(BrCodeError::MissingCrc));
-        assert_eq!(check_crc(""), Err(BrCodeError::MissingCrc));
-        assert_eq!(check_crc("0002016304ab12"), Err(BrCodeError::MalformedCrc("ab12".into())));
-        assert_eq!(check_crc("0002016304AB"), Err(BrCodeError::MalformedCrc("AB".into())));
+        assert_eq!(check_crc("0002016304"), Err(TlvError::EmptyCrc));
+        assert_eq!(check_crc("000201"), Err(TlvError::MissingCrc));
+        assert_eq!(check_crc(""), Err(TlvError::MissingCrc));
+        assert_eq!(check_crc("0002016304ab12"), Err(TlvError::MalformedCrc("ab12".into())));
+        assert_eq!(check_crc("0002016304AB"), Err(TlvError::MalformedCrc("AB".into())));
         let computed = crc16_hex(b"0002016304");
         assert_eq!(
             check_crc("0002016304FFFF"),
-            Err(BrCodeError::WrongCrc { found: "FFFF".into(), computed: computed.clone() })
+            Err(TlvError::WrongCrc { found: "FFFF".into(), computed: computed.clone() })
         );
         assert_eq!(check_crc(&format!("0002016304{computed}")), Ok(()));
     }
@@ -128,13 +142,13 @@ mod tests {
         for (bad, at) in [("0002010", 6), ("0x0201", 0), ("000201580", 6), ("5800", 0), ("5905abc", 0)] {
             let results: Vec<_> = Tlv::new(bad, 0).collect();
             match results.last() {
-                Some(Err(BrCodeError::Structure { at: got, .. })) => assert_eq!(*got, at, "{bad}"),
+                Some(Err(TlvError::Structure { at: got, .. })) => assert_eq!(*got, at, "{bad}"),
                 other => panic!("{bad}: {other:?}"),
             }
         }
         // "é" is two bytes: a length that counts characters ends inside it.
         let err = Tlv::new("5901é", 0).next();
-        assert!(matches!(err, Some(Err(BrCodeError::Structure { ref message, .. })) if message.contains("multi-byte")));
+        assert!(matches!(err, Some(Err(TlvError::Structure { ref message, .. })) if message.contains("multi-byte")));
         assert!(matches!(Tlv::new("5902é", 0).next(), Some(Ok((59, "é", 0)))));
     }
 }

@@ -15,7 +15,7 @@ use std::fmt;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::ledger::LedgerKey;
+use crate::domain::LedgerKey;
 
 /// Bacen's `[a-zA-Z0-9]{1,35}` upper bound.
 pub const MAX_TXID_LEN: usize = 35;

@@ -16,7 +16,8 @@ use chrono::Utc;
 use super::{PrivacyText, privacy_text};
 use crate::actions::is_staff;
 use crate::jobs::{Turn, TurnHandler};
-use crate::outbox::{NewOutbound, OutboxKey, Replier};
+use crate::jobs::Replier;
+use crate::store::{NewOutbound, OutboxKey};
 use crate::store::{PrivacyStore, Store};
 use crate::whatsapp::OutboundMessage;
 
@@ -32,7 +33,7 @@ pub enum Command {
 /// The command a whole message is, if any: case, accents and surrounding spaces or punctuation
 /// do not matter; any other word in it does.
 pub fn command(body: &str) -> Option<Command> {
-    match crate::keyword::fold(body).as_str() {
+    match crate::domain::keyword::fold(body).as_str() {
         "sair" | "parar" => Some(Command::OptOut),
         "voltar" => Some(Command::OptIn),
         _ => None,

@@ -11,10 +11,11 @@ use sqlx::types::Json;
 use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
-use crate::actions::{ActionId, ActionPayload, ActionStatus, ConfirmedVia, Decision, PendingAction};
+use crate::actions::{ActionPayload, ActionStatus, ConfirmedVia, PendingAction};
+use crate::domain::{ActionId, Decision};
 use crate::domain::{ContactId, ConversationId, PhoneE164, TenantId};
 use crate::ledger::{Fence, Held};
-use crate::outbox::NewOutbound;
+use super::NewOutbound;
 use crate::whatsapp::Recipient;
 
 /// The columns of [`ActionRow`].

@@ -13,7 +13,8 @@ use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::{Appointment, BookingError};
 use crate::domain::{Cents, ContactId, TenantId};
-use crate::ledger::{Fence, Held, LedgerKey};
+use crate::ledger::{Fence, Held};
+use crate::domain::LedgerKey;
 
 /// A new appointment.
 #[derive(Debug, Clone)]

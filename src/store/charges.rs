@@ -6,11 +6,12 @@ use serde_json::Value;
 use super::ledger::{hold_fence, settle_in_tx};
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreResult, reading, writing};
-use crate::actions::ActionId;
+use crate::domain::ActionId;
 use crate::charges::Charge;
 use crate::domain::{Cents, ConversationId, PhoneE164, TenantId};
-use crate::ledger::{Fence, LedgerKey};
-use crate::outbox::NewOutbound;
+use crate::ledger::Fence;
+use crate::domain::LedgerKey;
+use super::NewOutbound;
 
 /// The columns of [`Charge`].
 macro_rules! charge_columns {

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use super::{Dialect, ModelCall, Store, StoreResult, reading};
 use crate::domain::{ConversationId, TenantId};
 use crate::ledger::ExecutionRecord;
-use crate::outbox::OutboundRecord;
+use super::OutboundRecord;
 
 /// A conversation as the list and the page header show it.
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -13,7 +13,7 @@ use crate::booking::Appointment;
 use crate::charges::Charge;
 use crate::domain::TenantId;
 use crate::ledger::Held;
-use crate::outbox::NewOutbound;
+use super::NewOutbound;
 
 /// What a deposit's payment came to.
 #[derive(Debug, Clone)]

@@ -6,7 +6,8 @@ use serde_json::json;
 use sqlx::types::Json;
 
 use super::{Dialect, Store, StoreError, StoreResult, writing};
-use crate::actions::{ActionId, ActionPayload};
+use crate::actions::ActionPayload;
+use crate::domain::ActionId;
 use crate::domain::{Cents, ContactId, PhoneE164, TenantId};
 use crate::whatsapp::OutboundMessage;
 

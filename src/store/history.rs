@@ -11,7 +11,7 @@ use sqlx::types::Json;
 use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
-use crate::jobs::Lease;
+use super::Lease;
 use crate::llm::ChatMessage;
 
 /// One stored message of an earlier turn.

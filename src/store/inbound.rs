@@ -4,10 +4,9 @@ use chrono::{DateTime, Utc};
 
 use super::{Dialect, Pool, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
-use crate::inbound::{
-    ContactIdentity, ContactUpsert, ConversationContact, ConversationRef, InboundMessage, NewInbound,
-};
-use crate::jobs::{JobKind, TurnTiming};
+use crate::inbound::{ContactUpsert, ConversationContact, ConversationRef, InboundMessage};
+use crate::whatsapp::{ContactIdentity, NewInbound};
+use super::{JobKind, TurnTiming};
 
 /// What storing an inbound message did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +83,7 @@ macro_rules! record_in_tx {
                 return Ok::<_, $crate::store::StoreError>(None);
             };
             let job: i64 = match $kind {
-                $crate::jobs::JobKind::Turn => {
+                $crate::store::JobKind::Turn => {
                     sqlx::query_scalar(upsert_turn_sql!("VALUES ($1, $2, 'available', $3, $4, 0, $5, $6, $6)"))
                         .bind($tenant.0)
                         .bind($conversation.0)
@@ -96,7 +95,7 @@ macro_rules! record_in_tx {
                         .await?
                 }
                 // A click gets a job of its own, with the message as its only one and its trigger.
-                $crate::jobs::JobKind::Click => {
+                $crate::store::JobKind::Click => {
                     let job: i64 = sqlx::query_scalar(
                         "INSERT INTO jobs (tenant_id, conversation_id, kind, state, run_at, debounce_deadline, attempts,
                                            max_attempts, trigger_message_id, created_at, updated_at)

@@ -19,7 +19,7 @@ use super::outbox::apply_status_on;
 use super::{Dialect, InboundStore, OutboxStore, Pool, Recorded, Store, StoreResult};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{IntakeWrite, Written};
-use crate::jobs::{JobKind, TurnTiming};
+use super::{JobKind, TurnTiming};
 
 #[allow(async_fn_in_trait)]
 pub trait IntakeStore {

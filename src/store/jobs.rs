@@ -6,7 +6,8 @@ use super::history::insert_history;
 use super::outbox::{handed_off, insert_outbound};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
-use crate::jobs::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnEnd};
+use crate::jobs::TurnEnd;
+use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
 
 /// The columns of [`JobSnapshot`].
 macro_rules! snapshot_columns {

@@ -6,7 +6,8 @@ use sqlx::types::Json;
 
 use super::{Store, StoreResult, reading, writing};
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
-use crate::ledger::{ExecutionRecord, LedgerKey, LedgerState};
+use crate::ledger::{ExecutionRecord, LedgerState};
+use crate::domain::LedgerKey;
 
 /// The columns of [`ExecutionRecord`], for `SELECT` and `RETURNING`.
 macro_rules! execution_columns {

@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, TenantId};
-use crate::jobs::Lease;
+use super::Lease;
 
 #[allow(async_fn_in_trait)]
 pub trait MenuStore {

@@ -38,8 +38,10 @@ mod jobs;
 mod ledger;
 mod menu;
 mod outbox;
+pub mod outbound;
 mod payments;
 mod privacy;
+pub mod queue;
 pub mod replays;
 mod simulator;
 mod tenants;
@@ -75,8 +77,10 @@ pub use intake::IntakeStore;
 pub use jobs::{JobStore, RunnableJobs, TurnFinished};
 pub use ledger::{LedgerStore, NewExecution, Settlement, TakeOver};
 pub use menu::MenuStore;
+pub use outbound::{ClaimedOutbound, Destination, NewOutbound, OutboundRecord, OutboxKey};
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use payments::{NO_CHARGE_YET, NewPaymentEvent, PaymentStore};
+pub use queue::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnTiming};
 pub use privacy::{
     ContactCounts, ContactExport, ContactRecord, ExportedAction, ExportedAppointment, ExportedCharge, ExportedInbound,
     ExportedOutbound, PrivacyStore,

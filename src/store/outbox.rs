@@ -6,7 +6,7 @@ use sqlx::types::Json;
 use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{OutboundId, PhoneE164, TenantId};
-use crate::outbox::{ClaimedOutbound, NewOutbound, OutboundRecord};
+use super::{ClaimedOutbound, NewOutbound, OutboundRecord};
 use crate::whatsapp::webhook::StatusUpdate;
 use crate::whatsapp::{OutboundMessage, Recipient};
 
@@ -38,7 +38,7 @@ macro_rules! insert_outbound {
         .bind(sqlx::types::Json(&$new.message))
         .bind(if $new.local { "local" } else { "pending" })
         .bind($now)
-        .bind($new.written_by.as_ref().map(|l: &crate::jobs::Lease| l.attempt))
+        .bind($new.written_by.as_ref().map(|l: &crate::store::Lease| l.attempt))
         .fetch_optional(&mut *$tx)
         .await
     };

@@ -10,8 +10,8 @@ use super::jobs::hold_job_lease;
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, TenantId};
-use crate::jobs::Lease;
-use crate::outbox::NewOutbound;
+use super::Lease;
+use super::NewOutbound;
 
 /// Withdraws a conversation's unsent proactive messages (reminders, expiry notices of
 /// proposals and of deposit holds: the messages queued outside a turn an opt-out covers).

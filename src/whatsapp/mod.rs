@@ -3,9 +3,11 @@
 //! parts (raw-body HMAC, open enums, optional identity fields) are ours to own.
 
 pub mod client;
+mod inbound;
 pub mod message;
 pub mod signature;
 pub mod webhook;
 
 pub use client::{GraphClient, SendError};
+pub use inbound::{ContactIdentity, InboundContent, NewInbound};
 pub use message::{ListRow, ListSection, MessageError, OutboundMessage, Recipient, ReplyButton, UploadedImage};

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::domain::PhoneE164;
-use crate::inbound::{ContactIdentity, InboundContent, NewInbound};
+use super::{ContactIdentity, InboundContent, NewInbound};
 
 /// Delivery states, in the order they can only move forward (`failed` is terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

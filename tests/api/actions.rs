@@ -3,7 +3,7 @@
 //! foreign clicks, a crash between the confirm and the execution, the paid path, and a
 //! customer's cancellation confirmed by a button.
 
-use balcao::actions::{ActionId, ClickId, Decision};
+use balcao::domain::{ActionId, ClickId, Decision};
 use balcao::domain::TenantId;
 use balcao::store::{ActionStore, BookingStore, ChargeStore, InboundStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
@@ -350,7 +350,7 @@ contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| asyn
         message: "wamid.o.click1",
     };
     assert!(db.store.decide_action(click.action, Decision::Confirm, &by, chrono::Utc::now()).await.unwrap());
-    let replier = balcao::outbox::Replier::new(db.store.clone(), None, true, Default::default());
+    let replier = balcao::jobs::Replier::new(db.store.clone(), None, true, Default::default());
     let execute = ExecuteAction { store: db.store.clone(), replier, gateways: crate::common::sandbox_gateways() };
     let ctx = CallContext {
         tenant: &s.tenant,

@@ -4,9 +4,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use balcao::jobs::{RunOutcome, TurnTiming};
+use balcao::jobs::RunOutcome;
+use balcao::store::TurnTiming;
 use balcao::jobs::{Turn, TurnHandler};
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::outbox::SendOutcome;
 use balcao::store::{InboundStore, JobStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;

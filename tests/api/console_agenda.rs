@@ -3,8 +3,8 @@
 //! refusals shown), tenant scoping, login and CSRF, and escaping of customer names.
 
 use balcao::domain::ContactId;
-use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
-use balcao::jobs::JobKind;
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
+use balcao::store::JobKind;
 use balcao::ledger::Outcome;
 use balcao::store::{BookingStore, ConsoleAgendaStore, InboundStore, Recorded};
 use chrono::{Datelike, Days, NaiveDate, Utc, Weekday};

@@ -9,7 +9,7 @@ use balcao::charges::{Charge, PaidOutcome, mark_paid};
 use balcao::deposits::{DepositRequests, expire_due};
 use balcao::domain::{Cents, TenantId};
 use balcao::ledger::Outcome;
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::store::{BookingStore, ChargeStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use balcao::config::IntakeConfig;
 use balcao::domain::ConversationId;
 use balcao::inbound::{ConversationRef, GroupCommit, IntakeWrite, Written};
-use balcao::jobs::JobKind;
+use balcao::store::JobKind;
 use balcao::metrics::Metrics;
 use balcao::store::{InboundStore, IntakeStore, JobStore, Recorded};
 use chrono::Utc;
@@ -144,7 +144,7 @@ contract!(one_batch_mixes_messages_repeats_and_clicks_in_order, |db| async move 
         kind: JobKind::Turn,
     };
     let mut click = message("wamid.click", "5511966660001");
-    click.content = balcao::inbound::InboundContent::ButtonReply { id: "a:1:ok".into(), title: "Sim".into() };
+    click.content = balcao::whatsapp::InboundContent::ButtonReply { id: "a:1:ok".into(), title: "Sim".into() };
     let writes = [
         text("wamid.a1", ana, "5511966660001"),
         text("wamid.b1", bia, "5511966660002"),

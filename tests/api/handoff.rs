@@ -197,7 +197,7 @@ contract!(staff_are_never_handed_off, |db| async move {
 });
 
 contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move {
-    use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
+    use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
     use balcao::store::InboundStore;
     let s = Scenario::with_merchant(db).await;
     let app = TestApp::spawn(db, crate::common::local_test_config("http://127.0.0.1:9", &[])).await;
@@ -217,7 +217,7 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
     };
     let two_days_ago = Utc::now() - TimeDelta::days(2);
     db.store
-        .record_inbound(s.tenant.id, &message, balcao::jobs::JobKind::Turn, &crate::jobs::timing(0, 0, 5), two_days_ago)
+        .record_inbound(s.tenant.id, &message, balcao::store::JobKind::Turn, &crate::jobs::timing(0, 0, 5), two_days_ago)
         .await
         .unwrap();
     let id = conversation_of(db, s.tenant.id, CUSTOMER).await;

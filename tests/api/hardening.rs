@@ -16,7 +16,8 @@ use balcao::ledger::{Executor, Outcome, Tool, ToolCall, ToolFailure, ToolSpec};
 use balcao::llm::RetryPolicy;
 use balcao::llm::anthropic::AnthropicClient;
 use balcao::metrics::Metrics;
-use balcao::outbox::{NewOutbound, OutboxKey, Replier};
+use balcao::jobs::Replier;
+use balcao::store::{NewOutbound, OutboxKey};
 use balcao::store::{
     BookingStore, CatalogStore, HistoryStore, JobStore, LedgerStore, NewExecution, OutboxStore, Store, StoreError,
 };
@@ -160,7 +161,7 @@ contract!(a_stale_worker_can_neither_reply_nor_record_history, |db| async move {
     let b = db.store.claim_next("b", later, later + lease).await.unwrap().unwrap();
     assert_eq!((a.id, b.attempt), (b.id, 2));
 
-    let reply = |lease: &balcao::jobs::Lease, seq: u32| NewOutbound {
+    let reply = |lease: &balcao::store::Lease, seq: u32| NewOutbound {
         tenant: tenant.id,
         conversation,
         key: OutboxKey::for_turn(a.id, seq),
@@ -190,7 +191,7 @@ contract!(the_turn_context_lists_calls_still_in_flight, |db| async move {
     let fake = FakeModel::start(vec![says("Já estou vendo isso.")]).await;
     let s = Scenario::new(db).await;
     let c = s.customer(db, "5511999990001").await;
-    let key = balcao::ledger::LedgerKey::from_stored("create_booking/v1/inflight".into());
+    let key = balcao::domain::LedgerKey::from_stored("create_booking/v1/inflight".into());
     let arguments = json!({ "professional_id": s.ze, "starts_at": "2026-03-11T17:00Z" });
     let new = NewExecution {
         tenant: s.tenant.id,

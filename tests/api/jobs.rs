@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use balcao::domain::{ConversationId, JobId};
-use balcao::inbound::{ContactIdentity, InboundContent, NewInbound};
-use balcao::jobs::{FailOutcome, JobKind, JobState, RunOutcome, TurnTiming, Worker};
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
+use balcao::jobs::{RunOutcome, Worker};
+use balcao::store::{FailOutcome, JobKind, JobState, TurnTiming};
 use balcao::jobs::{Turn, TurnHandler};
 use balcao::metrics::Metrics;
 use balcao::store::{InboundStore, JobStore, Recorded, Store};

@@ -3,7 +3,8 @@
 //! an order with its plain-text fallback, and an order status. Both databases.
 
 use balcao::domain::{Cents, ConversationId, PhoneE164};
-use balcao::outbox::{NewOutbound, OutboxKey, SendOutcome};
+use balcao::outbox::SendOutcome;
+use balcao::store::{NewOutbound, OutboxKey};
 use balcao::store::OutboxStore;
 use balcao::tenant::Tenant;
 use balcao::whatsapp::{OutboundMessage, Recipient};
@@ -51,7 +52,7 @@ impl Setup {
         assert!(db.store.enqueue_outbound(&new, Utc::now()).await.unwrap().is_some());
     }
 
-    async fn row(&self, db: &TestDb) -> balcao::outbox::OutboundRecord {
+    async fn row(&self, db: &TestDb) -> balcao::store::OutboundRecord {
         let rows = db.store.list_outbound(self.tenant.id).await.unwrap();
         assert_eq!(rows.len(), 1, "{rows:?}");
         rows.into_iter().next().unwrap()

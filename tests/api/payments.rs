@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use balcao::config::PixSecrets;
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::pix::{Gateways, MapSecrets};
 use balcao::store::{ChargeStore, PaymentStore};
 use serde_json::json;
@@ -229,7 +229,8 @@ contract!(a_notification_is_looked_at_by_one_process_at_a_time, |db| async move 
 // (Before the wait, the takeover looked up at once, found nothing and posted a second one.)
 contract!(a_charge_taken_over_from_an_attempt_still_sending_is_created_once, |db| async move {
     use crate::pix_psp::fake_asaas::{Fault, Route};
-    use balcao::actions::{ClickId, ConfirmedVia, Decision, ExecuteAction};
+    use balcao::actions::{ConfirmedVia, ExecuteAction};
+    use balcao::domain::{ClickId, Decision};
     use balcao::ledger::{CallContext, Executor, LedgerState, Outcome};
     use balcao::store::{ActionStore, Decider, InboundStore, LedgerStore};
 

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use balcao::app::App;
 use balcao::domain::ConversationId;
 use balcao::jobs::{Turn, TurnHandler};
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::store::{JobStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use tokio::sync::oneshot;

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use balcao::domain::{Cents, PhoneE164};
-use balcao::ledger::LedgerKey;
+use balcao::domain::LedgerKey;
 use balcao::pix::bacen::BacenGateway;
 use balcao::pix::{
     ChargeRef, ChargeRequest, GatewayError, GatewayKind, MapSecrets, Notification, NotificationError, NotifiedCharge,
@@ -492,7 +492,7 @@ fn request(key: &str, cents: i64) -> ChargeRequest {
         description: "Corte de cabelo".into(),
         expires_at: Utc::now() + chrono::TimeDelta::hours(24),
         payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("phone"), name: None },
-        window: balcao::ledger::SendWindow::unbounded(),
+        window: balcao::domain::SendWindow::unbounded(),
     }
 }
 

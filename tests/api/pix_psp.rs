@@ -14,7 +14,7 @@ pub use loopback::{HANG, Loopback, brcode, locked};
 use std::time::Duration;
 
 use balcao::domain::{Cents, PhoneE164};
-use balcao::ledger::LedgerKey;
+use balcao::domain::LedgerKey;
 use balcao::pix::{ChargeRequest, Payer, Txid};
 use chrono::{DateTime, Utc};
 
@@ -31,6 +31,6 @@ pub fn request(key: &str, cents: i64, expires_at: DateTime<Utc>) -> ChargeReques
         description: "Corte de cabelo".into(),
         expires_at,
         payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("phone"), name: Some("Maria".into()) },
-        window: balcao::ledger::SendWindow::unbounded(),
+        window: balcao::domain::SendWindow::unbounded(),
     }
 }

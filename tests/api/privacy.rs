@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use balcao::deposits::DepositRequests;
 use balcao::domain::{ContactId, TenantId};
 use balcao::jobs::{RunOutcome, Turn, TurnHandler};
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::store::{BookingStore, ChargeStore, OutboxStore, PrivacyStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{Datelike, TimeDelta, Utc, Weekday};

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::store::{BookingStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use balcao::actions::ClickHandler;
 use balcao::domain::{ContactId, ConversationId};
 use balcao::ledger::{CallContext, Executor, Outcome, Tool};
-use balcao::outbox::Replier;
+use balcao::jobs::Replier;
 use balcao::store::{CatalogStore, InboundStore, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
 use chrono::{DateTime, TimeZone, Utc};

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::actions::{ActionId, ClickHandler, confirm_typed};
+use crate::actions::{ClickHandler, confirm_typed};
+
+use crate::domain::ActionId;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 
 pub struct ConfirmAction {

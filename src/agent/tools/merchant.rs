@@ -10,11 +10,11 @@ use async_trait::async_trait;
 use chrono::{NaiveDate, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use super::{local, permanent, transient};
+use crate::appointments::{local, permanent, transient};
 use crate::actions::{ActionPayload, Proposal, Proposer, is_staff};
 use crate::charges::choose_via;
 use crate::domain::{Cents, PhoneE164};
-use crate::inbound::ContactIdentity;
+use crate::whatsapp::ContactIdentity;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
 use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store};

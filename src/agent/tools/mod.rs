@@ -10,21 +10,16 @@ mod merchant;
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
-use chrono_tz::Tz;
-use serde_json::{Value, json};
-
-pub use bookings::{CancelBooking, CreateBooking, ListMyBookings, ProposeBooking, RescheduleBooking};
-pub(crate) use bookings::{book, cancel, move_booking};
+pub use bookings::{ListMyBookings, ProposeBooking};
 pub use catalog::{CheckAvailability, ListServices};
 pub use confirm::ConfirmAction;
 pub use merchant::{Agenda, ListCharges, ProposeCharge};
 pub(crate) use merchant::{agenda_of, check_charge};
 
-use crate::actions::{ClickHandler, Proposer};
-use crate::booking::{Appointment, Professional, Service};
-use crate::ledger::{Tool, ToolFailure, ToolSpec};
-use crate::store::{Store, StoreError};
+use crate::actions::{CancelBooking, ClickHandler, Proposer};
+use crate::appointments::{CreateBooking, RescheduleBooking};
+use crate::ledger::{Tool, ToolSpec};
+use crate::store::Store;
 
 /// Every tool, in the order the model sees them.
 pub fn booking_tools(store: &Store, proposer: &Proposer, clicks: &Arc<ClickHandler>) -> Vec<Arc<dyn Tool>> {
@@ -57,51 +52,13 @@ pub fn tool_specs() -> [&'static ToolSpec; 11] {
         &catalog::LIST_SERVICES,
         &catalog::CHECK_AVAILABILITY,
         &bookings::LIST_MY_BOOKINGS,
-        &bookings::CREATE_BOOKING,
-        &bookings::CANCEL_BOOKING,
-        &bookings::RESCHEDULE_BOOKING,
+        &crate::appointments::CREATE_BOOKING,
+        &crate::actions::CANCEL_BOOKING,
+        &crate::appointments::RESCHEDULE_BOOKING,
         &bookings::PROPOSE_BOOKING,
         &confirm::CONFIRM_ACTION,
         &merchant::LIST_CHARGES,
         &merchant::AGENDA,
         &merchant::PROPOSE_CHARGE,
     ]
-}
-
-/// A store failure is transient: nothing was decided, the next attempt may succeed.
-pub(crate) fn transient(e: StoreError) -> ToolFailure {
-    ToolFailure::Transient(format!("storage error: {e}"))
-}
-
-pub(crate) fn permanent(message: impl Into<String>, details: Value) -> ToolFailure {
-    ToolFailure::Permanent { message: message.into(), details }
-}
-
-/// RFC 3339 in the tenant's zone: what the model repeats to the customer.
-pub(crate) fn local(tz: Tz, at: DateTime<Utc>) -> String {
-    at.with_timezone(&tz).to_rfc3339()
-}
-
-pub(crate) fn booking_json(a: &Appointment, services: &[Service], professionals: &[Professional], tz: Tz) -> Value {
-    let mut booking = json!({
-        "booking_id": a.id,
-        "service_id": a.service_id,
-        "service": services.iter().find(|s| s.id == a.service_id).map(|s| s.name.as_str()),
-        "professional_id": a.professional_id,
-        "professional": professionals.iter().find(|p| p.id == a.professional_id).map(|p| p.name.as_str()),
-        "starts_at": local(tz, a.starts_at),
-        "ends_at": local(tz, a.ends_at),
-        "price": a.price().to_decimal(),
-        "status": a.status,
-    });
-    if let Some(until) = a.awaiting_deposit() {
-        booking["deposit"] = json!({
-            "amount": a.deposit().to_decimal(),
-            "pay_by": local(tz, until),
-            "note": "The time is held, not confirmed: the customer receives a Pix for this deposit in a separate \
-                     message; paying it by pay_by confirms the booking, otherwise the time is released. Tell the \
-                     customer the amount and the deadline.",
-        });
-    }
-    booking
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use balcao::actions::{ClickId, Decision};
+use balcao::domain::{ClickId, Decision};
 use balcao::store::{CatalogStore, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{DateTime, Datelike, DurationRound, TimeDelta, Utc, Weekday};

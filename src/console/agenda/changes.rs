@@ -78,7 +78,7 @@ impl Tool for ConsoleCancel {
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let id = call.args.i64("booking_id").unwrap_or_default();
-        crate::agent::tools::cancel(&self.store, call, id).await
+        crate::appointments::cancel(&self.store, call, id).await
     }
 }
 
@@ -98,7 +98,7 @@ impl Tool for ConsoleMove {
         let start = call.args.str("starts_at").and_then(|s| parse_instant(s).ok()).ok_or_else(|| {
             ToolFailure::Permanent { message: "starts_at must be an instant".into(), details: Value::Null }
         })?;
-        crate::agent::tools::move_booking(&self.store, call, id, start, professional).await
+        crate::appointments::move_booking(&self.store, call, id, start, professional).await
     }
 }
 

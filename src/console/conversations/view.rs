@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::ledger::ExecutionRecord;
-use crate::outbox::OutboundRecord;
+use crate::store::OutboundRecord;
 use crate::store::{ActionRow, ChargeRow, ConversationSummary, InboundRow, ModelCall, TurnRow};
 use crate::whatsapp::OutboundMessage;
 

@@ -27,7 +27,7 @@ use crate::console::ConsoleError;
 use crate::console::auth::Admin;
 use crate::domain::{PhoneE164, TenantId};
 use crate::http::{ApiError, AppState};
-use crate::outbox::OutboundRecord;
+use crate::store::OutboundRecord;
 use crate::store::{ChargeStore, OutboxStore};
 use crate::whatsapp::OutboundMessage;
 

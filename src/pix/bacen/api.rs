@@ -287,7 +287,7 @@ mod tests {
 
     use super::*;
     use crate::domain::PhoneE164;
-    use crate::ledger::LedgerKey;
+    use crate::domain::LedgerKey;
     use crate::pix::gateway::Payer;
 
     fn request(description: &str, expires_at: DateTime<Utc>) -> ChargeRequest {
@@ -299,7 +299,7 @@ mod tests {
             description: description.into(),
             expires_at,
             payer: Payer { phone: PhoneE164::parse("+5511999990000").unwrap(), name: None },
-            window: crate::ledger::SendWindow::unbounded(),
+            window: crate::domain::SendWindow::unbounded(),
         }
     }
 

@@ -42,12 +42,12 @@ use sha2::{Digest, Sha256};
 
 pub use self::payer::PayerEmail;
 use crate::domain::Secret;
-use crate::ledger::LedgerKey;
+use crate::domain::LedgerKey;
 use crate::pix::gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, PaymentState, PixGateway,
     WebhookRequest,
 };
-use crate::pix::gateways::{Secrets, required_secret};
+use crate::pix::secrets::{Secrets, required_secret};
 use crate::pix::http;
 use crate::pix::settings::PixSettings;
 

@@ -119,7 +119,7 @@ async fn asaas_posts_no_payment_once_the_lease_window_closed() {
     let lease = std::time::Duration::from_secs(3);
     let taken = std::time::Instant::now().checked_sub(lease).expect("an uptime of seconds");
     let req = balcao::pix::ChargeRequest {
-        window: balcao::ledger::SendWindow::for_lease(taken, lease),
+        window: balcao::domain::SendWindow::for_lease(taken, lease),
         ..request("charge/v1/frozen", 4550, expires_at())
     };
 

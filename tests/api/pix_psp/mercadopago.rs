@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use balcao::domain::Cents;
-use balcao::ledger::LedgerKey;
+use balcao::domain::LedgerKey;
 use balcao::pix::mercadopago::{MercadoPagoGateway, PayerEmail, idempotency_key};
 use balcao::pix::{
     ChargeRef, GatewayError, MapSecrets, Notification, NotificationError, NotifiedCharge, PaymentState, PixGateway,

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use balcao::actions::{ClickId, Decision};
+use balcao::domain::{ClickId, Decision};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
 

@@ -1,6 +1,14 @@
-//! Exponential backoff with jitter, so retries of many failed turns do not arrive together.
+//! Time helpers: exponential backoff with jitter (so retries of many failed turns do not arrive
+//! together), and a std duration as a chrono delta.
 
 use std::time::Duration;
+
+use chrono::TimeDelta;
+
+/// A std duration as a chrono delta; one too long for chrono saturates (a setting of "forever").
+pub fn to_delta(d: Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {

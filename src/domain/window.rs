@@ -17,7 +17,7 @@
 //! leaving the socket. Only a provider that deduplicates creates (Bacen's `PUT /cob/{txid}`,
 //! Mercado Pago's `X-Idempotency-Key`) closes that; those gateways need no wait.
 //!
-//! [`Attempt::predecessor_sends_until`]: super::Attempt::predecessor_sends_until
+//! [`Attempt::predecessor_sends_until`]: crate::ledger::Attempt::predecessor_sends_until
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
