@@ -351,7 +351,7 @@ async fn run(name: &str, url: &str) -> String {
     }
     let seeded = seeding.elapsed();
 
-    balcao::console::auth::add_admin(&store, "bench@example.com", PASSWORD, SLUG).await.expect("admin");
+    balcao::http::console::auth::add_admin(&store, "bench@example.com", PASSWORD, SLUG).await.expect("admin");
     let vars: HashMap<String, String> =
         [("BALCAO_ADDR", "127.0.0.1:0"), ("WHATSAPP_APP_SECRET", "bench-secret"), ("RUST_LOG", "warn")]
             .into_iter()

@@ -20,7 +20,8 @@ use balcao::inbound::{ConversationRef, IntakeWrite};
 use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use balcao::store::{JobKind, TurnTiming};
 use balcao::store::{IntakeStore, Store, TenantStore};
-use balcao::tenant::{TenantDirectory, TenantSpec};
+use balcao::tenant::TenantSpec;
+use balcao::inbound::TenantDirectory;
 use chrono::{TimeDelta, Utc};
 use common::{Server, Stats, drive, post, status_mb, webhook};
 

@@ -16,15 +16,13 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::actions::{ClickHandler, Proposer, run_expiry};
-use crate::agent::tools::{ProposeBooking, booking_tools, merchant_tools};
-use crate::agent::{AgentSettings, AgentTurn, Audience, ByAudience, ByKind, GuidedTurn, MerchantMenu};
+use crate::actions::{ClickHandler, run_expiry};
+use crate::turns::{ByKind, HandlerContext};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::inbound::GroupCommit;
 use crate::jobs::{TurnHandler, Worker, WorkerPool};
 use crate::store::TurnTiming;
-use crate::ledger::Executor;
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
@@ -87,67 +85,11 @@ pub struct App {
     pub metrics: Metrics,
 }
 
-/// The parts a turn handler is built from.
-pub struct HandlerContext {
-    pub store: Store,
-    pub replier: Replier,
-    pub config: Config,
-    /// Proposes pending actions (the cancel and charge tools, the guided menu).
-    pub proposer: Proposer,
-    /// The click path, which `confirm_action` shares.
-    pub clicks: Arc<ClickHandler>,
-    /// The registry `/metrics` serves; tool and model timings go here.
-    pub metrics: Metrics,
-}
-
 impl App {
     /// Builds with the agent the configuration names (`AGENT`).
     pub async fn build(config: Config, store: Store) -> anyhow::Result<Self> {
         let model = model_client(&config)?;
-        Self::build_with(config, store, move |ctx| {
-            let executor = Executor::new(ctx.store.clone(), ctx.config.ledger.lease).with_metrics(ctx.metrics.clone());
-            let tools = booking_tools(&ctx.store, &ctx.proposer, &ctx.clicks);
-            let mut guided_tools = tools.clone();
-            guided_tools.push(Arc::new(ProposeBooking { proposer: ctx.proposer.clone() }));
-            let guided: Arc<dyn TurnHandler> =
-                Arc::new(GuidedTurn { executor: executor.clone(), tools: guided_tools, replier: ctx.replier.clone() });
-            let staff_tools = merchant_tools(&ctx.store, &ctx.proposer, &ctx.clicks);
-            let menu: Arc<dyn TurnHandler> = Arc::new(MerchantMenu {
-                store: ctx.store.clone(),
-                executor: executor.clone(),
-                tools: staff_tools.clone(),
-                replier: ctx.replier.clone(),
-            });
-            let (customer, merchant) = match model {
-                Some((provider, model)) => {
-                    let agent = |tools, audience, fallback| -> Arc<dyn TurnHandler> {
-                        Arc::new(AgentTurn {
-                            executor: executor.clone(),
-                            tools,
-                            store: ctx.store.clone(),
-                            model: model.clone(),
-                            provider,
-                            replier: ctx.replier.clone(),
-                            settings: AgentSettings {
-                                max_steps: ctx.config.agent.max_steps,
-                                max_tokens: ctx.config.agent.max_tokens,
-                                history_turns: ctx.config.agent.history_turns,
-                                history_budget_chars: ctx.config.agent.history_budget_chars,
-                            },
-                            fallback,
-                            audience,
-                            metrics: ctx.metrics.clone(),
-                        })
-                    };
-                    (agent(tools, Audience::Customer, guided), agent(staff_tools, Audience::Merchant, menu))
-                }
-                None => (guided, menu),
-            };
-            let customer = crate::handoff::HandoffGate::wrap(customer, &ctx);
-            // Outermost: "sair" is honored even while a person has the conversation.
-            let customer = crate::privacy::OptOut::wrap(ctx.store.clone(), ctx.replier.clone(), customer);
-            Arc::new(ByAudience { store: ctx.store.clone(), customer, merchant })
-        })
+        Self::build_with(config, store, move |ctx| crate::turns::chain(&ctx, model))
         .await
     }
 
@@ -245,7 +187,7 @@ impl App {
             replier: replier.clone(),
             gateways: gateways.clone(),
             wake_payments: wake_payments.clone(),
-            csrf: crate::console::csrf_config(secure_cookies, &config.whatsapp.app_secret),
+            csrf: crate::http::console::csrf_config(secure_cookies, &config.whatsapp.app_secret),
             secure_cookies,
             handoff_idle: crate::domain::to_delta(config.handoff_idle),
             stopping: stopping.clone(),
@@ -318,7 +260,7 @@ impl App {
                 stop.clone(),
             );
             pool.spawn("payments".to_owned(), move || {
-                crate::payments::run_processor(
+                crate::money::payments::run_processor(
                     store.clone(),
                     replier.clone(),
                     gateways.clone(),
@@ -328,7 +270,7 @@ impl App {
                 )
             });
             let deposits = Arc::new(
-                crate::deposits::DepositRequests::new(
+                crate::money::deposits::DepositRequests::new(
                     self.store.clone(),
                     self.replier.clone(),
                     self.gateways.clone(),
@@ -338,7 +280,7 @@ impl App {
             );
             let (store, stop_deposits) = (self.store.clone(), stop.clone());
             pool.spawn("deposit-requests".to_owned(), move || {
-                crate::deposits::run_requests(
+                crate::money::deposits::run_requests(
                     deposits.clone(),
                     store.clone(),
                     DEPOSIT_REQUEST_EVERY,
@@ -347,12 +289,12 @@ impl App {
             });
             let (store, replier, stop_holds) = (self.store.clone(), self.replier.clone(), stop.clone());
             pool.spawn("deposit-expiry".to_owned(), move || {
-                crate::deposits::run_expiry(store.clone(), replier.clone(), SWEEP_EVERY, stop_holds.clone())
+                crate::money::deposits::run_expiry(store.clone(), replier.clone(), SWEEP_EVERY, stop_holds.clone())
             });
             let (store, replier, gateways, stop_poller) =
                 (self.store.clone(), self.replier.clone(), self.gateways.clone(), stop.clone());
             pool.spawn("charge-poller".to_owned(), move || {
-                crate::payments::run_poller(
+                crate::money::payments::run_poller(
                     store.clone(),
                     replier.clone(),
                     gateways.clone(),
@@ -362,7 +304,7 @@ impl App {
             });
             let (store, stop_sessions) = (self.store.clone(), stop.clone());
             pool.spawn("session-pruning".to_owned(), move || {
-                crate::console::run_pruning(store.clone(), SESSION_PRUNE_EVERY, stop_sessions.clone())
+                crate::http::console::run_pruning(store.clone(), SESSION_PRUNE_EVERY, stop_sessions.clone())
             });
             // Local mode sends nothing, so it needs no sender (which would refuse anyway).
             // Senders claim rows atomically (one conversation's rows in order), as processes do.

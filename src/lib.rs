@@ -8,37 +8,74 @@
 //!   turn job is enqueued in the same transaction ([`inbound`]);
 //! - a conversation has at most one running turn, and a turn's identity and trigger messages are
 //!   fixed at its first claim and stay the same on every retry ([`jobs`]);
+//! - every side effect runs through the idempotent executor under a key derived from business
+//!   identity, its outcome stored and replayed ([`ledger`]);
 //! - every reply is an outbox row with a key derived from the turn, written before anything is
 //!   sent, so a retried turn cannot send twice ([`outbox`]);
 //! - every query is scoped by tenant ([`store`]).
+//!
+//! # Layers, floor to top
+//!
+//! A module imports only from its own layer (without a cycle) or from the layers below it;
+//! the store alone may name a record type of a feature above it, which it persists and never
+//! calls. `tests/api/layers.rs` reads every `crate::` path in `src/` and fails on anything else.
+//!
+//! 1. `domain`: values with no I/O: ids, click ids, money, phones, secrets, keys, time helpers.
+//! 2. `messages`, `supervise`: the bot's pt-BR words (templates); background tasks restarted.
+//! 3. `llm`, `metrics`, `whatsapp`, `simulator`, `pix`, `booking`: the outside world's clients
+//!    and wire formats (models, Meta, Pix providers, BR Codes), the metrics registry, and the
+//!    booking rules (catalog, hours, slots) with no I/O.
+//! 4. `config`, `telemetry`, `tenant`: settings and tenant files, parsed and checked; logging.
+//! 5. `store`: SQLite and PostgreSQL behind traits per aggregate, and the rows they keep.
+//! 6. `ledger`: the idempotent executor: keys, normalization, outcomes, leases, fencing.
+//! 7. `outbox`, `inbound`, `jobs`: the sender; webhook rows and their jobs in one
+//!    transaction; the turn queue and its workers.
+//! 8. `appointments`: create, move and cancel a booking, as ledger handlers.
+//! 9. `money`: Pix charges, deposits and payment notifications.
+//! 10. `actions`: pending actions: propose, decide with one conditional update, execute.
+//! 11. `privacy`: LGPD export and erasure, and the texts of the opt-out.
+//! 12. `agent`, `reminders`: the model's side (prompt, tools, guided menus); reminder sweeps.
+//! 13. `turns`: what happens to a claimed turn: dispatch, opt-out, handoff, the chain.
+//! 14. `http`: the axum edge: webhooks, health, metrics, simulator, the merchant console.
+//! 15. `app`: wiring: builds everything from a config and a store, and runs it.
 
-pub mod actions;
-pub mod agent;
-pub mod app;
-pub mod appointments;
-pub mod booking;
-pub mod charges;
-pub mod chat;
-pub mod config;
-pub mod console;
-pub mod deposits;
 pub mod domain;
-pub mod handoff;
-pub mod http;
-pub mod inbound;
-pub mod jobs;
-pub mod ledger;
-pub mod llm;
+
 pub mod messages;
-pub mod metrics;
-pub mod outbox;
-pub mod payments;
-pub mod pix;
-pub mod privacy;
-pub mod reminders;
-pub mod simulator;
-pub mod store;
 pub mod supervise;
+
+pub mod booking;
+pub mod llm;
+pub mod metrics;
+pub mod pix;
+pub mod simulator;
+pub mod whatsapp;
+
+pub mod config;
 pub mod telemetry;
 pub mod tenant;
-pub mod whatsapp;
+
+pub mod store;
+
+pub mod ledger;
+
+pub mod inbound;
+pub mod jobs;
+pub mod outbox;
+
+pub mod appointments;
+
+pub mod money;
+
+pub mod actions;
+
+pub mod privacy;
+
+pub mod agent;
+pub mod reminders;
+
+pub mod turns;
+
+pub mod http;
+
+pub mod app;

@@ -119,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Chat { tenant, from, name, url } => {
             balcao::domain::PhoneE164::parse(&from).context("--from must be a phone number like +5511900000001")?;
-            let session = balcao::chat::ChatSession {
+            let session = balcao::simulator::chat::ChatSession {
                 url: url.unwrap_or_else(|| format!("http://{}", config.addr)),
                 slug: tenant,
                 from,
@@ -136,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
                     .context("failed to read the password")?,
             };
             let store = open_store(&config).await?;
-            let id = balcao::console::auth::add_admin(&store, &email, &password, &tenant).await?;
+            let id = balcao::http::console::auth::add_admin(&store, &email, &password, &tenant).await?;
             println!("admin {email} (id {id}) can open /admin for {tenant}");
             Ok(())
         }

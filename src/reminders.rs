@@ -26,11 +26,11 @@ use tokio_util::sync::CancellationToken;
 use crate::actions::{ActionPayload, offer_message};
 
 use crate::domain::{ActionId, ClickId, Decision};
-use crate::charges::inside_window;
+use crate::money::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
 use crate::messages::{ActionText, action_text, when_at};
 use crate::jobs::Replier;
-use crate::store::{ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, NewAction, Store, TenantStore};
+use crate::store::{ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, PrivacyStore, NewAction, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -91,7 +91,7 @@ async fn remind(
         return Ok(record(None).await?);
     };
     // Not recorded: a customer who opts back in before it is due still gets it.
-    if crate::privacy::is_silenced(store, tenant, ContactId(appointment.contact_id)).await? {
+    if store.is_silenced(tenant.id, ContactId(appointment.contact_id)).await? {
         tracing::debug!(tenant = %tenant.id, appointment = appointment.id, "customer opted out; no reminder");
         return Ok(false);
     }

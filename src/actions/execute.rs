@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{ActionId, ActionPayload, ActionStatus};
 use crate::appointments::{book, cancel, move_booking};
-use crate::charges::{ChargeOrder, create_charge};
+use crate::money::charges::{ChargeOrder, create_charge};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::jobs::Replier;
 use crate::pix::Gateways;
@@ -86,7 +86,7 @@ impl Tool for ExecuteAction {
                     amount: *amount,
                     description,
                     merchant_conversation: Some(action.conversation),
-                    expires_at: action.created_at + crate::charges::CHARGE_TTL,
+                    expires_at: action.created_at + crate::money::charges::CHARGE_TTL,
                 };
                 create_charge(&self.store, &self.replier, &self.gateways, call, &order).await
             }

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use super::{booking_failure, permanent, renderer, transient};
-use crate::booking::{Appointment, BookingError};
+use crate::booking::Appointment;
+use crate::store::BookingError;
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::store::{BookingStore, CatalogStore, SettleWith, Store};
 

@@ -29,7 +29,9 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::{Value, json};
 
-use crate::booking::{Appointment, BookingError, Professional, Service};
+use crate::booking::{Appointment, Professional, Service};
+
+use crate::store::BookingError;
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::store::{Store, StoreError};
 

@@ -16,7 +16,7 @@
 //!   cancelled;
 //! - a service with a deposit is booked `held` with a `hold_expires_at` (never later than its
 //!   start) and confirmed only by the deposit's payment; a hold that runs out becomes
-//!   `expired`, which the overlap rule does not count (see `crate::deposits`).
+//!   `expired`, which the overlap rule does not count (see `crate::money::deposits`).
 
 pub mod availability;
 pub(crate) mod catalog;
@@ -58,23 +58,4 @@ impl Appointment {
     pub fn awaiting_deposit(&self) -> Option<DateTime<Utc>> {
         self.hold_expires_at.filter(|_| self.status == "held" && self.deposit_cents > 0)
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BookingError {
-    #[error("that time was just taken")]
-    SlotTaken,
-    /// The customer already has this active appointment at an overlapping time.
-    #[error("the customer already has appointment {} at that time", .0.id)]
-    CustomerOverlap(Box<Appointment>),
-    /// The appointment already started: it can no longer be moved or cancelled.
-    #[error("appointment {} already started", .0.id)]
-    AlreadyStarted(Box<Appointment>),
-    /// The ledger row this effect belongs to was taken over: nothing was written.
-    #[error("the ledger row was taken over by another attempt")]
-    Fenced,
-    #[error("not found: {0}")]
-    NotFound(String),
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
 }

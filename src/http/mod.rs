@@ -1,6 +1,7 @@
 //! The axum edge: health, metrics and the WhatsApp webhook. Handlers verify, persist and
 //! answer; slow work happens in jobs.
 
+pub mod console;
 mod error;
 mod health;
 mod pix_webhook;
@@ -22,7 +23,7 @@ use tower_http::trace::TraceLayer;
 use crate::domain::Secret;
 use crate::metrics::Metrics;
 use crate::store::Store;
-use crate::tenant::TenantDirectory;
+use crate::inbound::TenantDirectory;
 
 /// Meta sends webhook payloads of up to 3 MB (axum's default limit is 2 MB).
 pub const WEBHOOK_BODY_LIMIT: usize = 3 * 1024 * 1024;
@@ -68,9 +69,9 @@ impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {
 }
 
 pub fn router(state: AppState) -> Router {
-    let sessions = crate::console::session_layer(state.store.clone(), state.secure_cookies);
+    let sessions = crate::http::console::session_layer(state.store.clone(), state.secure_cookies);
     Router::new()
-        .merge(crate::console::router(state.clone()))
+        .merge(crate::http::console::router(state.clone()))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))

@@ -11,7 +11,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 
 use super::AppState;
-use crate::payments::{ReceiveError, receive};
+use crate::money::payments::{ReceiveError, receive};
 use crate::pix::WebhookRequest;
 
 async fn handle(

@@ -9,7 +9,7 @@ use crate::domain::TenantId;
 use crate::store::JobKind;
 use crate::metrics::Metrics;
 use crate::store::{Recorded, Store};
-use crate::tenant::TenantDirectory;
+use crate::inbound::TenantDirectory;
 use crate::whatsapp::webhook::parse_batch;
 
 /// What a body contained and what became of it.

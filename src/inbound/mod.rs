@@ -10,8 +10,10 @@
 //! - no model or provider call happens here: the webhook answers fast.
 
 pub mod group_commit;
+mod directory;
 mod ingest;
 
+pub use directory::TenantDirectory;
 pub use group_commit::GroupCommit;
 pub use ingest::{IngestReport, ingest};
 

@@ -36,16 +36,13 @@
 //!
 //! A customer who writes again after an erasure is a new contact with a new conversation.
 
-mod opt_out;
-
-pub use opt_out::{Command, OptOut, command};
 
 use askama::Template;
 use chrono::{DateTime, Utc};
 
 use crate::domain::ContactId;
 use crate::messages::render;
-use crate::store::{ErasureStore, PrivacyStore, Redactions, Store, StoreResult};
+use crate::store::{ErasureStore, Redactions, Store};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -82,9 +79,4 @@ pub async fn erase(store: &Store, tenant: &Tenant, contact: ContactId, now: Date
         tracing::info!(tenant = %tenant.id, contact = contact.0, "contact erased");
     }
     Ok(erased)
-}
-
-/// Whether proactive messages must skip `contact` (opted out or erased).
-pub async fn is_silenced(store: &Store, tenant: &Tenant, contact: ContactId) -> StoreResult<bool> {
-    store.is_silenced(tenant.id, contact).await
 }

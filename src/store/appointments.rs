@@ -11,10 +11,31 @@ use serde_json::Value;
 
 use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
-use crate::booking::{Appointment, BookingError};
+use crate::booking::Appointment;
 use crate::domain::{Cents, ContactId, TenantId};
 use crate::ledger::{Fence, Held};
 use crate::domain::LedgerKey;
+
+/// Why a booking write did not happen: a rule the database enforces (an overlap, a fence), or
+/// the storage itself.
+#[derive(Debug, thiserror::Error)]
+pub enum BookingError {
+    #[error("that time was just taken")]
+    SlotTaken,
+    /// The customer already has this active appointment at an overlapping time.
+    #[error("the customer already has appointment {} at that time", .0.id)]
+    CustomerOverlap(Box<Appointment>),
+    /// The appointment already started: it can no longer be moved or cancelled.
+    #[error("appointment {} already started", .0.id)]
+    AlreadyStarted(Box<Appointment>),
+    /// The ledger row this effect belongs to was taken over: nothing was written.
+    #[error("the ledger row was taken over by another attempt")]
+    Fenced,
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(#[from] super::StoreError),
+}
 
 /// A new appointment.
 #[derive(Debug, Clone)]

@@ -1,4 +1,4 @@
-//! Pix charges' statements. See `crate::charges` for the invariants they uphold.
+//! Pix charges' statements. See `crate::money::charges` for the invariants they uphold.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -7,7 +7,7 @@ use super::ledger::{hold_fence, settle_in_tx};
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::ActionId;
-use crate::charges::Charge;
+use crate::money::charges::Charge;
 use crate::domain::{Cents, ConversationId, PhoneE164, TenantId};
 use crate::ledger::Fence;
 use crate::domain::LedgerKey;

@@ -1,5 +1,5 @@
 //! Deposits' statements: the holds waiting for their charge, a hold running out, and a
-//! deposit's payment, each one transaction. See `crate::deposits` for the invariants they
+//! deposit's payment, each one transaction. See `crate::money::deposits` for the invariants they
 //! uphold.
 
 use chrono::{DateTime, Utc};
@@ -10,7 +10,7 @@ use super::ledger::supersede_subject;
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::booking::Appointment;
-use crate::charges::Charge;
+use crate::money::charges::Charge;
 use crate::domain::TenantId;
 use crate::ledger::Held;
 use super::NewOutbound;

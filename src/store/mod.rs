@@ -60,7 +60,7 @@ use sqlx::{PgPool, SqlitePool, Transaction};
 pub use actions::{ActionStore, Decider, NewAction};
 pub use admins::{AdminRecord, AdminStore, TenantRef};
 pub use agenda::AgendaStore;
-pub use appointments::{BookingStore, Hold, Move, NewAppointment, SettleWith};
+pub use appointments::{BookingError, BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
 pub use charges::{ChargeStore, NewCharge};
 pub use console_agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};

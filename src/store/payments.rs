@@ -1,13 +1,13 @@
 //! Payment notifications' statements, and the charge lookups the paid path needs. See
-//! `crate::payments` for the invariants they uphold.
+//! `crate::money::payments` for the invariants they uphold.
 
 use chrono::{DateTime, Utc};
 
 use super::charges::charge_columns;
 use super::{Dialect, Store, StoreResult, reading, writing};
-use crate::charges::Charge;
+use crate::money::charges::Charge;
 use crate::domain::TenantId;
-use crate::payments::PaymentEvent;
+use crate::money::payments::PaymentEvent;
 
 /// The columns of [`PaymentEvent`].
 macro_rules! event_columns {

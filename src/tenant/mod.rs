@@ -1,11 +1,9 @@
 //! Tenants: the businesses served by one server, declared in TOML files and applied with
 //! `balcao tenant apply FILE.toml`.
 
-mod directory;
 mod file;
 mod settings;
 
-pub use directory::TenantDirectory;
 pub use file::{TenantFileError, TenantSpec};
 pub use settings::{DEFAULT_HOURS_BEFORE, ReminderSettings, TemplateRef, TenantSettings};
 

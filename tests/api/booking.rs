@@ -305,7 +305,7 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
         }
     };
     let first = insert("k1", at(17, 0), at(17, 40), s.ze).await.unwrap();
-    assert!(matches!(insert("k2", at(17, 39), at(18, 0), s.ze).await, Err(balcao::booking::BookingError::SlotTaken)));
+    assert!(matches!(insert("k2", at(17, 39), at(18, 0), s.ze).await, Err(balcao::store::BookingError::SlotTaken)));
     // Back to back is fine; another professional is fine; the same key returns the same row.
     insert("k3", at(17, 40), at(18, 0), s.ze).await.unwrap();
     insert("k4", at(17, 0), at(17, 40), s.rafa).await.unwrap();
@@ -329,7 +329,7 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
             now(),
         )
         .await;
-    assert!(matches!(clash, Err(balcao::booking::BookingError::SlotTaken)));
+    assert!(matches!(clash, Err(balcao::store::BookingError::SlotTaken)));
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 3);
 });
 

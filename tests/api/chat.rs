@@ -4,7 +4,7 @@
 use std::io::Cursor;
 
 use balcao::app::App;
-use balcao::chat::ChatSession;
+use balcao::simulator::chat::ChatSession;
 use balcao::config::LOCAL_DEV_APP_SECRET;
 use balcao::domain::Secret;
 use tokio::sync::oneshot;

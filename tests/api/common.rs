@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use balcao::app::{App, HandlerContext};
+use balcao::app::App;
+use balcao::turns::HandlerContext;
 use balcao::config::Config;
 use balcao::domain::Secret;
 use balcao::jobs::TurnHandler;

@@ -39,7 +39,7 @@ impl Console {
 
     /// Creates the admin for `slug` and logs in.
     pub async fn login_new(db: &TestDb, base: &str, email: &str, slug: &str) -> Self {
-        balcao::console::auth::add_admin(&db.store, email, PASSWORD, slug).await.expect("add admin");
+        balcao::http::console::auth::add_admin(&db.store, email, PASSWORD, slug).await.expect("add admin");
         let console = Self::new(base);
         let page = console.login(email, PASSWORD).await;
         assert_eq!(page.status, StatusCode::SEE_OTHER, "login failed: {}", page.body);
@@ -142,7 +142,7 @@ contract!(login_opens_the_console_and_logout_closes_it, |db| async move {
 
 contract!(the_session_cookie_is_http_only_and_lax, |db| async move {
     let s = ConsoleApp::spawn(db).await;
-    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
     let console = Console::new(&s.app.url);
     console.get("/admin/login").await;
     let token = console.csrf.lock().unwrap().clone().unwrap();
@@ -170,7 +170,7 @@ contract!(the_session_cookie_is_http_only_and_lax, |db| async move {
 
 contract!(a_form_without_its_csrf_token_is_refused, |db| async move {
     let s = ConsoleApp::spawn(db).await;
-    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
     let console = Console::new(&s.app.url);
     console.get("/admin/login").await;
     let page = console.post_raw("/admin/login", &[("email", "a@b.com"), ("password", PASSWORD)]).await;
@@ -188,7 +188,7 @@ contract!(a_form_without_its_csrf_token_is_refused, |db| async move {
 
 contract!(ten_wrong_passwords_throttle_the_login, |db| async move {
     let s = ConsoleApp::spawn(db).await;
-    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
     let console = Console::new(&s.app.url);
     for _ in 0..10 {
         assert_eq!(console.login("a@b.com", "errada-errada").await.status, StatusCode::UNAUTHORIZED);
@@ -198,13 +198,13 @@ contract!(ten_wrong_passwords_throttle_the_login, |db| async move {
     let other = Console::new(&s.app.url);
     assert_eq!(other.login("A@B.com", PASSWORD).await.status, StatusCode::TOO_MANY_REQUESTS);
     // Another admin is not affected.
-    balcao::console::auth::add_admin(&db.store, "c@d.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    balcao::http::console::auth::add_admin(&db.store, "c@d.com", PASSWORD, &s.tenant.slug).await.unwrap();
     assert_eq!(other.login("c@d.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
 });
 
 contract!(parallel_guesses_cannot_slip_under_the_login_throttle, |db| async move {
     let s = ConsoleApp::spawn(db).await;
-    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
     let guesses = (0..25).map(|i| {
         let url = s.app.url.clone();
         tokio::spawn(async move {
@@ -220,7 +220,7 @@ contract!(parallel_guesses_cannot_slip_under_the_login_throttle, |db| async move
 
 contract!(an_unknown_email_and_a_wrong_password_look_the_same, |db| async move {
     let s = ConsoleApp::spawn(db).await;
-    balcao::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
     let console = Console::new(&s.app.url);
     let wrong = console.login("a@b.com", "errada-errada").await;
     let unknown = console.login("x@y.com", "errada-errada").await;

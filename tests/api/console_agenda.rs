@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::actions::inbox;
 use crate::common::{TestApp, TestDb, local_test_config};
-use crate::console::Console;
+use crate::http::console::Console;
 use crate::contract;
 use crate::jobs::timing;
 use crate::scenario::{Customer, Scenario};

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use balcao::charges::{Charge, PaidOutcome, mark_paid};
-use balcao::deposits::{DepositRequests, expire_due};
+use balcao::money::charges::{Charge, PaidOutcome, mark_paid};
+use balcao::money::deposits::{DepositRequests, expire_due};
 use balcao::domain::{Cents, TenantId};
 use balcao::ledger::Outcome;
 use balcao::jobs::Replier;

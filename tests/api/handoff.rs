@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 
 use crate::agent::agent_config;
 use crate::common::{TestApp, TestDb};
-use crate::console::{Console, field_value};
+use crate::http::console::{Console, field_value};
 use crate::console_conversations::conversation_of;
 use crate::contract;
 use crate::fake_model::{FakeModel, says};
@@ -134,7 +134,7 @@ contract!(atendente_flags_the_request_and_notifies_the_staff_once_even_when_retr
     let fake = FakeModel::start(vec![]).await;
     let s = Scenario::with_merchant(db).await;
     let app = TestApp::spawn_with(db, agent_config(&fake, &[]), |ctx| {
-        let gate = balcao::handoff::HandoffGate::wrap(Arc::new(Unreachable), &ctx);
+        let gate = balcao::turns::HandoffGate::wrap(Arc::new(Unreachable), &ctx);
         Arc::new(FailFirstAttempt { inner: gate, failed: AtomicBool::new(false) })
     })
     .await;

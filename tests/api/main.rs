@@ -24,6 +24,7 @@ mod guided;
 mod handoff;
 mod hardening;
 mod jobs;
+mod layers;
 mod ledger;
 mod llm;
 mod local_mode;

@@ -84,15 +84,15 @@ contract!(a_provider_payment_is_recorded_and_announced_once, |db| async move {
     }
     let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
     let gateways = Gateways::new(secrets());
-    assert_eq!(balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 1, "stored once");
-    assert_eq!(balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 0);
+    assert_eq!(balcao::money::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 1, "stored once");
+    assert_eq!(balcao::money::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 0);
     assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "paid");
     assert_eq!(told(&inbox(db, s.tenant.id, CUSTOMER).await, "Recebemos seu pagamento"), 1);
     assert_eq!(told(&inbox(db, s.tenant.id, STAFF).await, "Cobrança paga"), 1);
 
     // A notification about a payment we never created: stored, answered 200, reported.
     assert_eq!(notify(&app, WEBHOOK_TOKEN, "evt_2", "pay_unknown").await, reqwest::StatusCode::OK);
-    assert_eq!(balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 1);
+    assert_eq!(balcao::money::payments::process_due(&db.store, &replier, &gateways).await.unwrap(), 1);
 
     // A second charge, paid at Asaas, whose notification never comes: the poller finds it.
     let confirm = propose_charge(db, &app, &s, "q").await;
@@ -101,9 +101,9 @@ contract!(a_provider_payment_is_recorded_and_announced_once, |db| async move {
     let second = db.store.charges(s.tenant.id, Some("pending"), since, 10).await.unwrap().pop().unwrap();
     fake.update(second.provider_ref.as_deref().unwrap(), json!({ "status": "RECEIVED" }));
     let later = chrono::Utc::now() + chrono::TimeDelta::minutes(5);
-    assert_eq!(balcao::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 1);
+    assert_eq!(balcao::money::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 1);
     assert_eq!(db.store.charge(s.tenant.id, second.id).await.unwrap().unwrap().status, "paid");
-    assert_eq!(balcao::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 0);
+    assert_eq!(balcao::money::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 0);
 
     // Overdue at the provider: the poller closes it (a provider's charge never expires by our
     // clock alone, since it may still be paid).
@@ -112,7 +112,7 @@ contract!(a_provider_payment_is_recorded_and_announced_once, |db| async move {
     app.drain_turns().await;
     let third = db.store.charges(s.tenant.id, Some("pending"), since, 10).await.unwrap().pop().unwrap();
     fake.update(third.provider_ref.as_deref().unwrap(), json!({ "status": "OVERDUE" }));
-    assert_eq!(balcao::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 0);
+    assert_eq!(balcao::money::payments::poll_pending(&db.store, &replier, &gateways, later).await.unwrap(), 0);
     assert_eq!(db.store.charge(s.tenant.id, third.id).await.unwrap().unwrap().status, "expired");
 });
 
@@ -153,7 +153,7 @@ async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
             .unwrap();
     } else {
         // It is looked at again, not given up as unmatched.
-        balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
+        balcao::money::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
         // Looked at once more without finding its charge, its next look minutes away (its looks
         // for the charge used to count toward the provider's backoff): the record brings it
         // forward all the same.
@@ -174,7 +174,7 @@ async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
     // Its next look (at once: the charge brought it forward or reopened it) pays it, once.
     for _ in 0..50 {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        balcao::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
+        balcao::money::payments::process_due(&db.store, &replier, &gateways).await.unwrap();
         if db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status == "paid" {
             break;
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use balcao::deposits::DepositRequests;
+use balcao::money::deposits::DepositRequests;
 use balcao::domain::{ContactId, TenantId};
 use balcao::jobs::{RunOutcome, Turn, TurnHandler};
 use balcao::jobs::Replier;
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::actions::{button, inbox, post, propose_charge};
 use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config, sandbox_gateways};
-use crate::console::Console;
+use crate::http::console::Console;
 use crate::contract;
 use crate::payloads::{bytes, envelope, text};
 use crate::scenario::{Customer, LEASE, STAFF, Scenario, catalog_file, merchant_file};
@@ -78,7 +78,7 @@ impl TurnHandler for Silent {
 contract!(sair_opts_out_once_even_when_the_turn_runs_again_and_voltar_brings_back, |db| async move {
     let tenant = db.tenant().await;
     let app = TestApp::spawn_with(db, local_test_config("http://127.0.0.1:9", &[]), |ctx| {
-        let opt_out = balcao::privacy::OptOut::wrap(ctx.store, ctx.replier, Arc::new(Silent));
+        let opt_out = balcao::turns::OptOut::wrap(ctx.store, ctx.replier, Arc::new(Silent));
         Arc::new(Twice { inner: opt_out, attempts: AtomicUsize::new(0) })
     })
     .await;
@@ -195,7 +195,7 @@ contract!(expiry_notices_skip_an_opted_out_customer, |db| async move {
 
     // Both holds run out; only the customer who did not opt out is told.
     let after = Utc::now() + TimeDelta::minutes(31);
-    assert_eq!(balcao::deposits::expire_due(&db.store, &replier(db), after).await.unwrap(), 2);
+    assert_eq!(balcao::money::deposits::expire_due(&db.store, &replier(db), after).await.unwrap(), 2);
     let told = |messages: Vec<OutboundMessage>| messages.iter().filter(|m| m.body().contains("foi liberado")).count();
     assert_eq!(told(inbox(db, s.tenant.id, CUSTOMER).await), 0);
     assert_eq!(told(inbox(db, s.tenant.id, OTHER).await), 1);

@@ -16,7 +16,7 @@ const PASSWORD: &str = "senha-forte-123";
 const CUSTOMER: &str = "5511999990001";
 
 async fn login(b: &Browser, server: &Server, db: &TestDb) {
-    balcao::console::auth::add_admin(&db.store, EMAIL, PASSWORD, SLUG).await.expect("add admin");
+    balcao::http::console::auth::add_admin(&db.store, EMAIL, PASSWORD, SLUG).await.expect("add admin");
     b.goto(&format!("{}/admin/login", server.url)).await;
     b.screenshot("login").await;
     b.fill("input[name=email]", EMAIL).await;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::actions::{ActionPayload, Proposal, Proposer};
 use crate::appointments::{Wanted, booking_failure, booking_json, check_offered, permanent, starts_at, transient, transient_text};
-use crate::booking::BookingError;
+use crate::store::BookingError;
 use crate::booking::availability::block;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::appointments::{local, permanent, transient};
 use crate::actions::{ActionPayload, Proposal, Proposer, is_staff};
-use crate::charges::choose_via;
+use crate::money::charges::choose_via;
 use crate::domain::{Cents, PhoneE164};
 use crate::whatsapp::ContactIdentity;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};

@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SimError, access, charge_json};
-use crate::console::ConsoleError;
-use crate::console::auth::Admin;
+use crate::http::console::ConsoleError;
+use crate::http::console::auth::Admin;
 use crate::domain::{PhoneE164, TenantId};
 use crate::http::{ApiError, AppState};
 use crate::store::OutboundRecord;

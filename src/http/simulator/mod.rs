@@ -27,9 +27,9 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use super::{ApiError, AppState};
-use crate::charges::PaidOutcome;
-use crate::console::ConsoleError;
-use crate::console::auth::Admin;
+use crate::money::charges::PaidOutcome;
+use crate::http::console::ConsoleError;
+use crate::http::console::auth::Admin;
 use crate::domain::PhoneE164;
 use crate::store::{ChargeStore, OutboxStore, SimulatorStore, TenantRef, TenantStore};
 use crate::tenant::Tenant;
@@ -167,7 +167,7 @@ pub async fn outbox(
 }
 
 /// The charge as the simulator shows it: the public fields plus the code and the gateway.
-fn charge_json(c: &crate::charges::Charge) -> Value {
+fn charge_json(c: &crate::money::charges::Charge) -> Value {
     let mut v = c.to_json();
     v["copia_e_cola"] = json!(c.copia_e_cola);
     v["gateway"] = json!(c.gateway);
@@ -208,7 +208,7 @@ pub async fn mark_paid(
         None => return Err(SimError::NotFound),
     }
     let outcome =
-        crate::charges::mark_paid(&state.store, &state.replier, &tenant, id, None).await.map_err(ApiError::from)?;
+        crate::money::charges::mark_paid(&state.store, &state.replier, &tenant, id, None).await.map_err(ApiError::from)?;
     Ok(Json(match outcome {
         PaidOutcome::Paid(c) => json!({ "paid": true, "charge": c.to_json() }),
         PaidOutcome::Unchanged(c) => json!({ "paid": false, "charge": c.to_json() }),

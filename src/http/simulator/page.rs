@@ -9,8 +9,8 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::{SimError, Viewer};
-use crate::console::ConsoleError;
-use crate::console::auth::Admin;
+use crate::http::console::ConsoleError;
+use crate::http::console::auth::Admin;
 use crate::http::{ApiError, AppState};
 use crate::store::TenantStore;
 

@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::{SimError, access};
-use crate::console::ConsoleError;
-use crate::console::auth::Admin;
+use crate::http::console::ConsoleError;
+use crate::http::console::auth::Admin;
 use crate::http::{ApiError, AppState};
 
 #[derive(Deserialize)]

@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SimError, access};
-use crate::console::ConsoleError;
-use crate::console::auth::Admin;
+use crate::http::console::ConsoleError;
+use crate::http::console::auth::Admin;
 use crate::domain::PhoneE164;
 use crate::http::{ApiError, AppState};
 use crate::simulator::payload::{self, Content, Reply, ReplyKind};

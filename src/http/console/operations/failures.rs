@@ -12,10 +12,10 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::LIST_LIMIT;
-use crate::console::auth::{Admin, csrf_field};
-use crate::console::error::ConsoleError;
-use crate::console::page::local_time as at;
-use crate::console::page::{Nav, Section, render};
+use crate::http::console::auth::{Admin, csrf_field};
+use crate::http::console::error::ConsoleError;
+use crate::http::console::page::local_time as at;
+use crate::http::console::page::{Nav, Section, render};
 use crate::domain::JobId;
 use crate::http::AppState;
 use crate::store::{ConsoleOpsStore, Retry};

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Tenant;
+use crate::tenant::Tenant;
 use crate::store::{Store, StoreResult, TenantStore};
 
 /// How long a found tenant is served from memory: a changed access token or number reaches

@@ -1,5 +1,5 @@
 //! The "paid" path: the sandbox's "marcar como pago" and, next, the providers' notifications
-//! end here. A booking deposit's payment goes on in `crate::deposits`, which also confirms
+//! end here. A booking deposit's payment goes on in `crate::money::deposits`, which also confirms
 //! (or, too late, cannot confirm) its appointment.
 
 use anyhow::Context;
@@ -87,7 +87,7 @@ pub async fn mark_paid(
 ) -> anyhow::Result<PaidOutcome> {
     let Some(charge) = store.charge(tenant.id, id).await? else { return Ok(PaidOutcome::NotFound) };
     if charge.appointment_id.is_some() {
-        return crate::deposits::mark_deposit_paid(store, replier, tenant, charge, end_to_end_id).await;
+        return crate::money::deposits::mark_deposit_paid(store, replier, tenant, charge, end_to_end_id).await;
     }
     if charge.status != "pending" {
         return Ok(PaidOutcome::Unchanged(Box::new(charge)));

@@ -23,7 +23,7 @@ use askama::Template;
 use async_trait::async_trait;
 use chrono::{TimeDelta, Utc};
 
-use crate::app::HandlerContext;
+use super::HandlerContext;
 use crate::domain::ConversationId;
 use crate::inbound::InboundMessage;
 use crate::whatsapp::ContactIdentity;

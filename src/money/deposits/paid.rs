@@ -3,7 +3,7 @@
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::charges::{Charge, PaidOutcome, late_payment_key, merchants};
+use crate::money::charges::{Charge, PaidOutcome, late_payment_key, merchants};
 use crate::domain::ConversationId;
 use crate::messages::{ChargeVia, DepositText, deposit_text};
 use crate::jobs::Replier;

@@ -15,7 +15,7 @@
 //!   however often a payment is reported, each party is told once;
 //! - a booking deposit's payment (`appointment_id` set) also confirms its appointment in that
 //!   transaction, or, when the appointment can no longer be confirmed, records the charge
-//!   `refund_due` and tells the merchant to give the money back (see `crate::deposits`).
+//!   `refund_due` and tells the merchant to give the money back (see `crate::money::deposits`).
 
 mod create;
 mod delivery;

@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Response};
 use axum_csrf::CsrfToken;
 use chrono::Weekday;
 
-use crate::console::auth::{Admin, csrf_field};
-use crate::console::error::ConsoleError;
-use crate::console::page::{Nav, Section, render};
+use crate::http::console::auth::{Admin, csrf_field};
+use crate::http::console::error::ConsoleError;
+use crate::http::console::page::{Nav, Section, render};
 use crate::http::AppState;
 use crate::store::CatalogStore;
 

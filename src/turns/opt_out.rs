@@ -13,7 +13,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use chrono::Utc;
 
-use super::{PrivacyText, privacy_text};
+use crate::privacy::{PrivacyText, privacy_text};
 use crate::actions::is_staff;
 use crate::jobs::{Turn, TurnHandler};
 use crate::jobs::Replier;

@@ -9,8 +9,8 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::load;
-use crate::console::auth::Admin;
-use crate::console::error::ConsoleError;
+use crate::http::console::auth::Admin;
+use crate::http::console::error::ConsoleError;
 use crate::domain::ConversationId;
 use crate::http::AppState;
 use crate::store::{ChargeStore, HandoffStore, OutboxStore};
@@ -77,7 +77,7 @@ pub async fn reply(
     let now = state.store.db_time(Utc::now());
     // WhatsApp refuses free-form messages 24 hours after the customer's last one: say so now
     // rather than queue a send that will fail.
-    if !crate::charges::inside_window(state.store.last_inbound_at(tenant.id, conversation).await?, now) {
+    if !crate::money::charges::inside_window(state.store.last_inbound_at(tenant.id, conversation).await?, now) {
         return Err(ConsoleError::BadRequest(
             "A última mensagem do cliente tem mais de 24 horas: o WhatsApp só permite mensagens livres dentro dessa janela. Fale com o cliente por outro meio.".to_owned(),
         ));

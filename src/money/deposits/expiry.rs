@@ -8,12 +8,12 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::booking::Appointment;
-use crate::charges::inside_window;
+use crate::money::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
 use crate::messages::{DepositText, deposit_text};
 use crate::jobs::Replier;
 use crate::store::NewOutbound;
-use crate::store::{ChargeStore, DepositStore, InboundStore, Store, TenantStore};
+use crate::store::{ChargeStore, DepositStore, InboundStore, PrivacyStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -32,7 +32,7 @@ async fn notice(
     let Some(conversation) = store.conversation_of_contact(tenant.id, ContactId(appointment.contact_id)).await? else {
         return Ok(None);
     };
-    if crate::privacy::is_silenced(store, tenant, ContactId(appointment.contact_id)).await? {
+    if store.is_silenced(tenant.id, ContactId(appointment.contact_id)).await? {
         tracing::info!(tenant = %tenant.id, appointment = appointment.id, "hold expired; customer opted out, not told");
         return Ok(None);
     }

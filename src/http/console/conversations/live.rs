@@ -19,8 +19,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::load;
-use crate::console::auth::Admin;
-use crate::console::error::ConsoleError;
+use crate::http::console::auth::Admin;
+use crate::http::console::error::ConsoleError;
 use crate::domain::ConversationId;
 use crate::http::AppState;
 use crate::store::{ConversationVersion, ConversationViewStore, Store};
@@ -98,5 +98,5 @@ fn changes(
 }
 
 pub async fn script() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../../../assets/console_live.js"))
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("../../../../assets/console_live.js"))
 }

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::PaymentEvent;
-use crate::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
+use crate::money::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
 use crate::domain::TenantId;
 use crate::jobs::Replier;
 use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};

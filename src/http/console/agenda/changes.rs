@@ -21,8 +21,8 @@ use chrono::{NaiveDate, NaiveTime, TimeZone, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::console::auth::Admin;
-use crate::console::error::ConsoleError;
+use crate::http::console::auth::Admin;
+use crate::http::console::error::ConsoleError;
 use crate::domain::ContactId;
 use crate::http::AppState;
 use crate::ledger::normalize::parse_instant;
@@ -254,7 +254,7 @@ async fn tell_customer(
 ) -> Result<Told, ConsoleError> {
     let store = &state.store;
     let last = store.last_inbound_at(tenant.id, conversation).await?;
-    if !crate::charges::inside_window(last, store.db_time(Utc::now())) {
+    if !crate::money::charges::inside_window(last, store.db_time(Utc::now())) {
         return Ok(Told::OutsideWindow);
     }
     let subject = format!("appointment:{id}");

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::charges::{ChargeOrder, create_charge};
+use crate::money::charges::{ChargeOrder, create_charge};
 use crate::domain::{ContactId, TenantId};
 use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,

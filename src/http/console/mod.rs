@@ -87,5 +87,5 @@ pub fn csrf_config(secure: bool, app_secret: &crate::domain::Secret) -> axum_csr
 }
 
 async fn stylesheet() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../assets/console.css"))
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("../../../assets/console.css"))
 }
