@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use balcao::actions::ActionPayload;
 
-use balcao::domain::{ActionId, ClickId, Decision};
 use balcao::app::App;
 use balcao::config::Config;
+use balcao::domain::{ActionId, ClickId, Decision};
 use balcao::domain::{Cents, DatabaseUrl, PhoneE164};
-use balcao::whatsapp::ContactIdentity;
 use balcao::store::{ActionStore, ChargeStore, NewAction, Store, TenantStore};
 use balcao::tenant::TenantSpec;
+use balcao::whatsapp::ContactIdentity;
 use serde_json::json;
 
 const CHARGES: usize = 400;

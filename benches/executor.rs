@@ -15,14 +15,14 @@ mod common;
 use async_trait::async_trait;
 use balcao::domain::DatabaseUrl;
 use balcao::domain::{ContactId, ConversationId};
-use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
-use balcao::store::{JobKind, TurnTiming};
 use balcao::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Reach, Tool, ToolCall,
     ToolFailure, ToolSpec, derive_key, fingerprint,
 };
 use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Settlement, Store, TenantStore};
+use balcao::store::{JobKind, TurnTiming};
 use balcao::tenant::TenantSpec;
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 

@@ -16,12 +16,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use balcao::domain::DatabaseUrl;
-use balcao::inbound::{ConversationRef, IntakeWrite};
-use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
-use balcao::store::{JobKind, TurnTiming};
-use balcao::store::{IntakeStore, Store, TenantStore};
-use balcao::tenant::TenantSpec;
 use balcao::inbound::TenantDirectory;
+use balcao::inbound::{ConversationRef, IntakeWrite};
+use balcao::store::{IntakeStore, Store, TenantStore};
+use balcao::store::{JobKind, TurnTiming};
+use balcao::tenant::TenantSpec;
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{TimeDelta, Utc};
 use common::{Server, Stats, drive, post, status_mb, webhook};
 

@@ -17,20 +17,20 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::actions::{ClickHandler, run_expiry};
-use crate::turns::{ByKind, HandlerContext};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::inbound::GroupCommit;
+use crate::jobs::Replier;
 use crate::jobs::{TurnHandler, Worker, WorkerPool};
-use crate::store::TurnTiming;
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
-use crate::jobs::Replier;
 use crate::pix::Gateways;
+use crate::store::TurnTiming;
 use crate::store::{Store, TenantStore};
+use crate::turns::{ByKind, HandlerContext};
 use crate::whatsapp::GraphClient;
 
 /// The model client the configuration asks for, if any.
@@ -89,8 +89,7 @@ impl App {
     /// Builds with the agent the configuration names (`AGENT`).
     pub async fn build(config: Config, store: Store) -> anyhow::Result<Self> {
         let model = model_client(&config)?;
-        Self::build_with(config, store, move |ctx| crate::turns::chain(&ctx, model))
-        .await
+        Self::build_with(config, store, move |ctx| crate::turns::chain(&ctx, model)).await
     }
 
     /// Binds the listener (port 0 picks a free one), checks the store and wires the parts.

@@ -26,11 +26,13 @@ use tokio_util::sync::CancellationToken;
 use crate::actions::{ActionPayload, offer_message};
 
 use crate::domain::{ActionId, ClickId, Decision};
-use crate::money::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
-use crate::messages::{ActionText, action_text, when_at};
 use crate::jobs::Replier;
-use crate::store::{ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, PrivacyStore, NewAction, Store, TenantStore};
+use crate::messages::{ActionText, action_text, when_at};
+use crate::money::charges::inside_window;
+use crate::store::{
+    ActionStore, AgendaStore, CatalogStore, ChargeStore, InboundStore, NewAction, PrivacyStore, Store, TenantStore,
+};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 

@@ -56,4 +56,3 @@ impl Tool for CancelBooking {
         self.proposer.propose(call, proposal).await
     }
 }
-

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::{ActionId, ActionPayload, ActionStatus};
 use crate::appointments::{book, cancel, move_booking};
-use crate::money::charges::{ChargeOrder, create_charge};
-use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::jobs::Replier;
+use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
+use crate::money::charges::{ChargeOrder, create_charge};
 use crate::pix::Gateways;
 use crate::store::{ActionStore, AgendaStore, Store};
 

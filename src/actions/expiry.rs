@@ -9,10 +9,10 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use super::{ActionKind, PendingAction};
-use crate::messages::{ActionText, action_text};
 use crate::jobs::Replier;
-use crate::store::{NewOutbound, OutboxKey};
+use crate::messages::{ActionText, action_text};
 use crate::store::{ActionStore, ChargeStore, Store, TenantStore};
+use crate::store::{NewOutbound, OutboxKey};
 use crate::whatsapp::message::{TEXT_BODY_MAX, clip};
 use crate::whatsapp::{OutboundMessage, Recipient};
 

@@ -6,9 +6,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 
 use super::{ActionId, ActionKind, ActionPayload, ClickId, Decision, PendingAction};
+use crate::jobs::Replier;
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
-use crate::jobs::Replier;
 use crate::store::{ActionStore, NewAction, Store};
 use crate::whatsapp::message::{BUTTON_TITLE_MAX, INTERACTIVE_BODY_MAX, clip};
 use crate::whatsapp::{OutboundMessage, ReplyButton};

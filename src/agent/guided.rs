@@ -25,11 +25,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Datelike, NaiveDate, TimeDelta, Utc};
 use serde_json::{Value, json};
 
+use crate::jobs::Replier;
 use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::normalize::{normalize_text, parse_instant};
 use crate::ledger::{Executor, Outcome, Tool};
 use crate::messages::{GuidedText as T, guided};
-use crate::jobs::Replier;
 use crate::whatsapp::message::{
     BUTTON_ID_MAX, BUTTON_TITLE_MAX, INTERACTIVE_BODY_MAX, LIST_BUTTON_MAX, LIST_ROW_DESCRIPTION_MAX,
     LIST_ROW_TITLE_MAX, LIST_ROWS_MAX, TEXT_BODY_MAX, clip,

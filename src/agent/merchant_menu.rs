@@ -16,11 +16,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::{Cents, PhoneE164};
+use crate::jobs::Replier;
 use crate::jobs::{Turn, TurnHandler};
 use crate::ledger::normalize::{FieldKind, normalize_text};
 use crate::ledger::{Executor, Outcome, Tool};
 use crate::messages::{MerchantText as M, merchant_text, when_at};
-use crate::jobs::Replier;
 use crate::store::{ChargeStore, MenuStore, Store};
 use crate::whatsapp::message::{BUTTON_TITLE_MAX, clip};
 use crate::whatsapp::{OutboundMessage, ReplyButton};

@@ -86,7 +86,6 @@ pub struct Wanted {
     pub start: DateTime<Utc>,
 }
 
-
 /// Checks that `start` is an offered start of `professional_id` for `service_id` (hours,
 /// notice, horizon, step, time off), ignoring existing bookings: the database decides
 /// overlaps.
@@ -111,4 +110,3 @@ pub async fn alternatives(store: &Store, call: &ToolCall<'_>, wanted: Wanted) ->
         Err(_) => Value::Array(Vec::new()),
     }
 }
-

@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use super::{booking_failure, permanent, renderer, transient};
 use crate::booking::Appointment;
-use crate::store::BookingError;
 use crate::ledger::{ToolCall, ToolFailure};
+use crate::store::BookingError;
 use crate::store::{BookingStore, CatalogStore, SettleWith, Store};
 
 /// The customer's active booking `id` that has not started, or why not.
@@ -38,4 +38,3 @@ pub async fn cancel(store: &Store, call: &ToolCall<'_>, id: i64) -> Result<Value
         Err(e) => Err(booking_failure(store, call, e, None).await),
     }
 }
-

@@ -10,7 +10,10 @@ use crate::booking::Service;
 use crate::booking::availability::block;
 use crate::domain::LedgerKey;
 use crate::ledger::normalize::parse_instant;
-use crate::ledger::{CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, KeyScope, Reach, Tool, ToolCall, ToolFailure, ToolSpec, derive_key};
+use crate::ledger::{
+    CallContext, Effect, FieldKind, FieldSpec, KeyPolicy, KeyScope, Reach, Tool, ToolCall, ToolFailure, ToolSpec,
+    derive_key,
+};
 use crate::store::{BookingStore, CatalogStore, Hold, NewAppointment, SettleWith, Store};
 
 pub fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
@@ -21,7 +24,11 @@ pub fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
 }
 
 /// The `create_booking` key of a slot: what a move keys the appointment by from then on.
-pub(super) fn create_key(ctx: &CallContext<'_>, professional_id: i64, start: DateTime<Utc>) -> Result<LedgerKey, ToolFailure> {
+pub(super) fn create_key(
+    ctx: &CallContext<'_>,
+    professional_id: i64,
+    start: DateTime<Utc>,
+) -> Result<LedgerKey, ToolFailure> {
     let Effect::Write { policy, .. } = CREATE_BOOKING.effect else {
         unreachable!("create_booking is a write");
     };
@@ -133,4 +140,3 @@ impl Tool for CreateBooking {
         book(&self.store, call, service_id, professional_id, starts_at(call)?).await
     }
 }
-

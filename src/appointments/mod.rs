@@ -31,8 +31,8 @@ use serde_json::{Value, json};
 
 use crate::booking::{Appointment, Professional, Service};
 
-use crate::store::BookingError;
 use crate::ledger::{ToolCall, ToolFailure};
+use crate::store::BookingError;
 use crate::store::{Store, StoreError};
 
 /// A store failure is transient: nothing was decided, the next attempt may succeed.
@@ -93,7 +93,12 @@ pub fn renderer(
 }
 
 /// How a write that failed in the store is told to the model.
-pub async fn booking_failure(store: &Store, call: &ToolCall<'_>, e: BookingError, wanted: Option<Wanted>) -> ToolFailure {
+pub async fn booking_failure(
+    store: &Store,
+    call: &ToolCall<'_>,
+    e: BookingError,
+    wanted: Option<Wanted>,
+) -> ToolFailure {
     let tz = call.ctx.tenant.timezone;
     match e {
         BookingError::SlotTaken => {
@@ -115,11 +120,7 @@ pub async fn booking_failure(store: &Store, call: &ToolCall<'_>, e: BookingError
             json!({ "reason": "customer_busy", "booking_id": own.id, "starts_at": local(tz, own.starts_at) }),
         ),
         BookingError::AlreadyStarted(a) => permanent(
-            format!(
-                "booking {} already started at {}; it can no longer be changed",
-                a.id,
-                local(tz, a.starts_at)
-            ),
+            format!("booking {} already started at {}; it can no longer be changed", a.id, local(tz, a.starts_at)),
             json!({ "reason": "already_started", "booking_id": a.id }),
         ),
         BookingError::NotFound(what) => {
@@ -129,4 +130,3 @@ pub async fn booking_failure(store: &Store, call: &ToolCall<'_>, e: BookingError
         BookingError::Store(e) => transient(e),
     }
 }
-

@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{Wanted, booking_failure, check_offered, create::create_key, customer_booking, renderer, starts_at, transient};
+use super::{
+    Wanted, booking_failure, check_offered, create::create_key, customer_booking, renderer, starts_at, transient,
+};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::store::{BookingStore, CatalogStore, Move, SettleWith, Store};
 
@@ -92,4 +94,3 @@ pub async fn move_booking(
         Err(e) => Err(booking_failure(store, call, e, Some(wanted)).await),
     }
 }
-

@@ -21,9 +21,9 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::domain::Secret;
+use crate::inbound::TenantDirectory;
 use crate::metrics::Metrics;
 use crate::store::Store;
-use crate::inbound::TenantDirectory;
 
 /// Meta sends webhook payloads of up to 3 MB (axum's default limit is 2 MB).
 pub const WEBHOOK_BODY_LIMIT: usize = 3 * 1024 * 1024;

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::tenant::Tenant;
 use crate::store::{Store, StoreResult, TenantStore};
+use crate::tenant::Tenant;
 
 /// How long a found tenant is served from memory: a changed access token or number reaches
 /// running servers within this time.

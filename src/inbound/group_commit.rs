@@ -37,8 +37,8 @@ use tokio::time::Instant;
 
 use super::{IntakeWrite, Written};
 use crate::config::IntakeConfig;
-use crate::store::TurnTiming;
 use crate::metrics::Metrics;
+use crate::store::TurnTiming;
 use crate::store::{IntakeStore, Store, StoreError, StoreResult};
 
 /// Batches' worth of writes a writer's queue holds: enough to fill its next batches while the

@@ -6,10 +6,10 @@ use super::group_commit::GroupCommit;
 use super::{IntakeWrite, Written};
 use crate::domain::ClickId;
 use crate::domain::TenantId;
-use crate::store::JobKind;
-use crate::metrics::Metrics;
-use crate::store::{Recorded, Store};
 use crate::inbound::TenantDirectory;
+use crate::metrics::Metrics;
+use crate::store::JobKind;
+use crate::store::{Recorded, Store};
 use crate::whatsapp::webhook::parse_batch;
 
 /// What a body contained and what became of it.

@@ -9,8 +9,8 @@
 //!   request is answered only after its writes committed;
 //! - no model or provider call happens here: the webhook answers fast.
 
-pub mod group_commit;
 mod directory;
+pub mod group_commit;
 mod ingest;
 
 pub use directory::TenantDirectory;
@@ -20,9 +20,9 @@ pub use ingest::{IngestReport, ingest};
 use chrono::{DateTime, Utc};
 
 use crate::domain::{ConversationId, PhoneE164, TenantId};
-use crate::whatsapp::NewInbound;
 use crate::store::JobKind;
 use crate::store::Recorded;
+use crate::whatsapp::NewInbound;
 use crate::whatsapp::webhook::StatusUpdate;
 
 /// A stored inbound message, as a turn sees it.

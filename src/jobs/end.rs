@@ -27,8 +27,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::domain::{ConversationId, TenantId};
 use crate::llm::ChatMessage;
-use crate::store::NewOutbound;
 use crate::store::ModelCall;
+use crate::store::NewOutbound;
 
 /// What a turn writes when it ends (the turn itself is the job its lease names).
 #[derive(Debug, Clone)]

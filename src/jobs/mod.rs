@@ -28,4 +28,3 @@ pub use end::{TurnEnd, TurnHistory};
 pub use replier::Replier;
 pub use turn::{Turn, TurnHandler};
 pub use worker::{RunOutcome, Worker, WorkerPool};
-

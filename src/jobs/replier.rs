@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
-use crate::store::{Destination, NewOutbound, OutboxKey};
+use super::Turn;
 use crate::domain::ConversationId;
 use crate::domain::Secret;
-use super::Turn;
+use crate::store::{Destination, NewOutbound, OutboxKey};
 use crate::store::{InboundStore, Store, StoreResult};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;

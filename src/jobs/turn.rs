@@ -13,11 +13,11 @@ use chrono::Utc;
 
 use super::end::Staged;
 use super::{TurnEnd, TurnHistory};
-use crate::store::{JobKind, Lease};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
 use crate::ledger::CallContext;
 use crate::store::NewOutbound;
+use crate::store::{JobKind, Lease};
 use crate::tenant::Tenant;
 use crate::whatsapp::Recipient;
 

@@ -16,11 +16,11 @@ use tracing::Instrument;
 
 use super::end::Staged;
 use super::{Turn, TurnEnd, TurnHandler};
-use crate::store::{ClaimedJob, FailOutcome, JobState};
-use crate::domain::{Backoff, to_delta};
 use crate::config::QueueConfig;
 use crate::domain::JobId;
+use crate::domain::{Backoff, to_delta};
 use crate::metrics::Metrics;
+use crate::store::{ClaimedJob, FailOutcome, JobState};
 use crate::store::{InboundStore, JobStore, LedgerStore, Store, TenantStore};
 use crate::supervise::{RESTART_DELAY, supervise};
 

@@ -22,4 +22,3 @@
 mod sender;
 
 pub use sender::{OutboxSender, SendOutcome};
-

@@ -46,8 +46,8 @@ use super::gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, NotifiedCharge, Payer,
     PaymentState, PixGateway, WebhookRequest,
 };
-use super::secrets::{Secrets, required_secret};
 use super::http;
+use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use crate::domain::Secret;
 

@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn the_cache_stays_bounded_with_tenants() {
-        let gateways = Gateways::new(Arc::new(MapSecrets::default()));
+        let gateways = Gateways::new(Arc::new(crate::pix::MapSecrets::default()));
         let settings = sandbox();
         for tenant in 0..MAX_ENTRIES as i64 + 50 {
             gateways.for_tenant(TenantId(tenant), &settings).expect("gateway");

@@ -6,7 +6,6 @@
 //! 4 uppercase hex digits of CRC-16/CCITT-FALSE over everything before them. Nothing here
 //! panics or slices outside its input.
 
-
 /// What is wrong with a payload at the wire level.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TlvError {

@@ -36,7 +36,6 @@
 //!
 //! A customer who writes again after an erasure is a new contact with a new conversation.
 
-
 use askama::Template;
 use chrono::{DateTime, Utc};
 

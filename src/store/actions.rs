@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::NewOutbound;
 use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
@@ -15,7 +16,6 @@ use crate::actions::{ActionPayload, ActionStatus, ConfirmedVia, PendingAction};
 use crate::domain::{ActionId, Decision};
 use crate::domain::{ContactId, ConversationId, PhoneE164, TenantId};
 use crate::ledger::{Fence, Held};
-use super::NewOutbound;
 use crate::whatsapp::Recipient;
 
 /// The columns of [`ActionRow`].

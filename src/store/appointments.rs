@@ -12,9 +12,9 @@ use serde_json::Value;
 use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::Appointment;
+use crate::domain::LedgerKey;
 use crate::domain::{Cents, ContactId, TenantId};
 use crate::ledger::{Fence, Held};
-use crate::domain::LedgerKey;
 
 /// Why a booking write did not happen: a rule the database enforces (an overlap, a fence), or
 /// the storage itself.

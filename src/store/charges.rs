@@ -3,15 +3,15 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use super::NewOutbound;
 use super::ledger::{hold_fence, settle_in_tx};
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::ActionId;
-use crate::money::charges::Charge;
+use crate::domain::LedgerKey;
 use crate::domain::{Cents, ConversationId, PhoneE164, TenantId};
 use crate::ledger::Fence;
-use crate::domain::LedgerKey;
-use super::NewOutbound;
+use crate::money::charges::Charge;
 
 /// The columns of [`Charge`].
 macro_rules! charge_columns {

@@ -4,16 +4,16 @@
 
 use chrono::{DateTime, Utc};
 
+use super::NewOutbound;
 use super::appointments::{appointment_columns, is_overlap};
 use super::charges::{charge_columns, pay_charge};
 use super::ledger::supersede_subject;
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::booking::Appointment;
-use crate::money::charges::Charge;
 use crate::domain::TenantId;
 use crate::ledger::Held;
-use super::NewOutbound;
+use crate::money::charges::Charge;
 
 /// What a deposit's payment came to.
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
+use super::Lease;
 use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
-use super::Lease;
 use crate::llm::ChatMessage;
 
 /// One stored message of an earlier turn.

@@ -3,10 +3,10 @@
 use chrono::{DateTime, Utc};
 
 use super::{Dialect, Pool, Store, StoreError, StoreResult, reading, writing};
+use super::{JobKind, TurnTiming};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
 use crate::inbound::{ContactUpsert, ConversationContact, ConversationRef, InboundMessage};
 use crate::whatsapp::{ContactIdentity, NewInbound};
-use super::{JobKind, TurnTiming};
 
 /// What storing an inbound message did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,9 +17,9 @@ use chrono::{DateTime, Utc};
 use super::inbound::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
 use super::outbox::apply_status_on;
 use super::{Dialect, InboundStore, OutboxStore, Pool, Recorded, Store, StoreResult};
+use super::{JobKind, TurnTiming};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{IntakeWrite, Written};
-use super::{JobKind, TurnTiming};
 
 #[allow(async_fn_in_trait)]
 pub trait IntakeStore {

@@ -4,10 +4,10 @@ use chrono::{DateTime, Utc};
 
 use super::history::insert_history;
 use super::outbox::{handed_off, insert_outbound};
+use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
 use crate::jobs::TurnEnd;
-use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
 
 /// The columns of [`JobSnapshot`].
 macro_rules! snapshot_columns {

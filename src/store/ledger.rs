@@ -5,9 +5,9 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::{Store, StoreResult, reading, writing};
+use crate::domain::LedgerKey;
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerState};
-use crate::domain::LedgerKey;
 
 /// The columns of [`ExecutionRecord`], for `SELECT` and `RETURNING`.
 macro_rules! execution_columns {

@@ -3,10 +3,10 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::Lease;
 use super::jobs::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, TenantId};
-use super::Lease;
 
 #[allow(async_fn_in_trait)]
 pub trait MenuStore {

@@ -37,8 +37,8 @@ mod intake;
 mod jobs;
 mod ledger;
 mod menu;
-mod outbox;
 pub mod outbound;
+mod outbox;
 mod payments;
 mod privacy;
 pub mod queue;
@@ -80,11 +80,11 @@ pub use menu::MenuStore;
 pub use outbound::{ClaimedOutbound, Destination, NewOutbound, OutboundRecord, OutboxKey};
 pub use outbox::{OutboxStore, RescheduleAs};
 pub use payments::{NO_CHARGE_YET, NewPaymentEvent, PaymentStore};
-pub use queue::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnTiming};
 pub use privacy::{
     ContactCounts, ContactExport, ContactRecord, ExportedAction, ExportedAppointment, ExportedCharge, ExportedInbound,
     ExportedOutbound, PrivacyStore,
 };
+pub use queue::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnTiming};
 pub use simulator::SimulatorStore;
 pub use tenants::TenantStore;
 

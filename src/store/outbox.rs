@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 use super::jobs::hold_job_lease;
+use super::{ClaimedOutbound, NewOutbound, OutboundRecord};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{OutboundId, PhoneE164, TenantId};
-use super::{ClaimedOutbound, NewOutbound, OutboundRecord};
 use crate::whatsapp::webhook::StatusUpdate;
 use crate::whatsapp::{OutboundMessage, Recipient};
 

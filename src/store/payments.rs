@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::charges::charge_columns;
 use super::{Dialect, Store, StoreResult, reading, writing};
-use crate::money::charges::Charge;
 use crate::domain::TenantId;
+use crate::money::charges::Charge;
 use crate::money::payments::PaymentEvent;
 
 /// The columns of [`PaymentEvent`].

@@ -6,12 +6,12 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 
+use super::Lease;
+use super::NewOutbound;
 use super::jobs::hold_job_lease;
 use super::outbox::insert_outbound;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, TenantId};
-use super::Lease;
-use super::NewOutbound;
 
 /// Withdraws a conversation's unsent proactive messages (reminders, expiry notices of
 /// proposals and of deposit holds: the messages queued outside a turn an opt-out covers).

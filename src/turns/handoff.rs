@@ -25,12 +25,12 @@ use chrono::{TimeDelta, Utc};
 
 use super::HandlerContext;
 use crate::domain::ConversationId;
-use crate::inbound::InboundMessage;
-use crate::whatsapp::ContactIdentity;
-use crate::jobs::{Turn, TurnHandler};
 use crate::domain::to_delta;
+use crate::inbound::InboundMessage;
 use crate::jobs::Replier;
+use crate::jobs::{Turn, TurnHandler};
 use crate::store::{HandoffStore, OutboxStore, Store, TenantStore};
+use crate::whatsapp::ContactIdentity;
 use crate::whatsapp::OutboundMessage;
 
 /// What the customer types to ask for a person, once normalized ([`crate::domain::keyword::fold`]).

@@ -13,10 +13,10 @@ use anyhow::Context;
 use async_trait::async_trait;
 use chrono::Utc;
 
-use crate::privacy::{PrivacyText, privacy_text};
 use crate::actions::is_staff;
-use crate::jobs::{Turn, TurnHandler};
 use crate::jobs::Replier;
+use crate::jobs::{Turn, TurnHandler};
+use crate::privacy::{PrivacyText, privacy_text};
 use crate::store::{NewOutbound, OutboxKey};
 use crate::store::{PrivacyStore, Store};
 use crate::whatsapp::OutboundMessage;

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::domain::PhoneE164;
 use super::{ContactIdentity, InboundContent, NewInbound};
+use crate::domain::PhoneE164;
 
 /// Delivery states, in the order they can only move forward (`failed` is terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

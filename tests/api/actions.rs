@@ -3,8 +3,8 @@
 //! foreign clicks, a crash between the confirm and the execution, the paid path, and a
 //! customer's cancellation confirmed by a button.
 
-use balcao::domain::{ActionId, ClickId, Decision};
 use balcao::domain::TenantId;
+use balcao::domain::{ActionId, ClickId, Decision};
 use balcao::store::{ActionStore, BookingStore, ChargeStore, InboundStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};

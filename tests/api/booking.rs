@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use balcao::domain::LedgerKey;
 use balcao::domain::{Cents, ContactId};
 use balcao::ledger::Outcome;
-use balcao::domain::LedgerKey;
 use balcao::store::{BookingStore, CatalogStore, LedgerStore, Move, NewAppointment, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{TimeZone, Utc};

@@ -4,9 +4,9 @@
 use std::io::Cursor;
 
 use balcao::app::App;
-use balcao::simulator::chat::ChatSession;
 use balcao::config::LOCAL_DEV_APP_SECRET;
 use balcao::domain::Secret;
+use balcao::simulator::chat::ChatSession;
 use tokio::sync::oneshot;
 
 use crate::common::{TestApp, local_test_config, test_config};

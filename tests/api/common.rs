@@ -5,7 +5,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use balcao::app::App;
-use balcao::turns::HandlerContext;
 use balcao::config::Config;
 use balcao::domain::Secret;
 use balcao::jobs::TurnHandler;
@@ -14,6 +13,7 @@ use balcao::metrics::Metrics;
 use balcao::outbox::OutboxSender;
 use balcao::store::{Store, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
+use balcao::turns::HandlerContext;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 use tokio::sync::oneshot;

@@ -4,11 +4,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use balcao::jobs::RunOutcome;
-use balcao::store::TurnTiming;
-use balcao::jobs::{Turn, TurnHandler};
 use balcao::jobs::Replier;
+use balcao::jobs::RunOutcome;
+use balcao::jobs::{Turn, TurnHandler};
 use balcao::outbox::SendOutcome;
+use balcao::store::TurnTiming;
 use balcao::store::{InboundStore, JobStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{TimeDelta, Utc};

@@ -3,17 +3,17 @@
 //! refusals shown), tenant scoping, login and CSRF, and escaping of customer names.
 
 use balcao::domain::ContactId;
-use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
-use balcao::store::JobKind;
 use balcao::ledger::Outcome;
+use balcao::store::JobKind;
 use balcao::store::{BookingStore, ConsoleAgendaStore, InboundStore, Recorded};
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{Datelike, Days, NaiveDate, Utc, Weekday};
 use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::actions::inbox;
 use crate::common::{TestApp, TestDb, local_test_config};
-use crate::http::console::Console;
+use crate::console::Console;
 use crate::contract;
 use crate::jobs::timing;
 use crate::scenario::{Customer, Scenario};

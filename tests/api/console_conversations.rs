@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::agent::{agent_config, slot};
 use crate::common::{TestApp, TestDb};
-use crate::http::console::{Console, ConsoleApp, PASSWORD, field_value};
+use crate::console::{Console, ConsoleApp, PASSWORD, field_value};
 use crate::contract;
 use crate::fake_model::{FakeModel, Reply, says};
 use crate::payloads::{bytes, envelope, text, text_payload};

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::actions::{CUSTOMER, button, post, propose_charge};
 use crate::common::{TestApp, TestDb, local_test_config};
-use crate::http::console::{Console, ConsoleApp};
+use crate::console::{Console, ConsoleApp};
 use crate::contract;
 use crate::jobs::{record, timing};
 use crate::payloads::text;

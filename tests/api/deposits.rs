@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
+use balcao::domain::{Cents, TenantId};
+use balcao::jobs::Replier;
+use balcao::ledger::Outcome;
 use balcao::money::charges::{Charge, PaidOutcome, mark_paid};
 use balcao::money::deposits::{DepositRequests, expire_due};
-use balcao::domain::{Cents, TenantId};
-use balcao::ledger::Outcome;
-use balcao::jobs::Replier;
 use balcao::store::{BookingStore, ChargeStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};

@@ -7,8 +7,8 @@ use std::time::Duration;
 use balcao::config::IntakeConfig;
 use balcao::domain::ConversationId;
 use balcao::inbound::{ConversationRef, GroupCommit, IntakeWrite, Written};
-use balcao::store::JobKind;
 use balcao::metrics::Metrics;
+use balcao::store::JobKind;
 use balcao::store::{InboundStore, IntakeStore, JobStore, Recorded};
 use chrono::Utc;
 

@@ -15,7 +15,7 @@ use reqwest::StatusCode;
 
 use crate::agent::agent_config;
 use crate::common::{TestApp, TestDb};
-use crate::http::console::{Console, field_value};
+use crate::console::{Console, field_value};
 use crate::console_conversations::conversation_of;
 use crate::contract;
 use crate::fake_model::{FakeModel, says};
@@ -197,8 +197,8 @@ contract!(staff_are_never_handed_off, |db| async move {
 });
 
 contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move {
-    use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
     use balcao::store::InboundStore;
+    use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
     let s = Scenario::with_merchant(db).await;
     let app = TestApp::spawn(db, crate::common::local_test_config("http://127.0.0.1:9", &[])).await;
     // The customer's last message is two days old: WhatsApp allows only templates now.
@@ -217,7 +217,13 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
     };
     let two_days_ago = Utc::now() - TimeDelta::days(2);
     db.store
-        .record_inbound(s.tenant.id, &message, balcao::store::JobKind::Turn, &crate::jobs::timing(0, 0, 5), two_days_ago)
+        .record_inbound(
+            s.tenant.id,
+            &message,
+            balcao::store::JobKind::Turn,
+            &crate::jobs::timing(0, 0, 5),
+            two_days_ago,
+        )
         .await
         .unwrap();
     let id = conversation_of(db, s.tenant.id, CUSTOMER).await;

@@ -10,17 +10,17 @@ use async_trait::async_trait;
 use balcao::agent::{AgentSettings, AgentTurn};
 use balcao::domain::JobId;
 use balcao::domain::Secret;
+use balcao::jobs::Replier;
 use balcao::jobs::TurnHandler;
 use balcao::jobs::{RunOutcome, Worker};
 use balcao::ledger::{Executor, Outcome, Tool, ToolCall, ToolFailure, ToolSpec};
 use balcao::llm::RetryPolicy;
 use balcao::llm::anthropic::AnthropicClient;
 use balcao::metrics::Metrics;
-use balcao::jobs::Replier;
-use balcao::store::{NewOutbound, OutboxKey};
 use balcao::store::{
     BookingStore, CatalogStore, HistoryStore, JobStore, LedgerStore, NewExecution, OutboxStore, Store, StoreError,
 };
+use balcao::store::{NewOutbound, OutboxKey};
 use balcao::tenant::TenantSpec;
 use balcao::whatsapp::{OutboundMessage, Recipient};
 use chrono::{TimeDelta, Utc};

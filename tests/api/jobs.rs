@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use balcao::domain::{ConversationId, JobId};
-use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use balcao::jobs::{RunOutcome, Worker};
-use balcao::store::{FailOutcome, JobKind, JobState, TurnTiming};
 use balcao::jobs::{Turn, TurnHandler};
 use balcao::metrics::Metrics;
+use balcao::store::{FailOutcome, JobKind, JobState, TurnTiming};
 use balcao::store::{InboundStore, JobStore, Recorded, Store};
 use balcao::tenant::Tenant;
+use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::common::{TestDb, test_config};

@@ -8,8 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use balcao::ledger::{CallContext, Effect, Fence, FieldKind, FieldSpec, KeyPolicy, LedgerState, Outcome, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use balcao::domain::LedgerKey;
+use balcao::ledger::{
+    CallContext, Effect, Fence, FieldKind, FieldSpec, KeyPolicy, LedgerState, Outcome, Reach, Tool, ToolCall,
+    ToolFailure, ToolSpec,
+};
 use balcao::store::LedgerStore;
 use chrono::TimeDelta;
 use serde_json::{Value, json};

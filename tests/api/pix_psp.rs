@@ -13,8 +13,8 @@ pub use loopback::{HANG, Loopback, brcode, locked};
 
 use std::time::Duration;
 
-use balcao::domain::{Cents, PhoneE164};
 use balcao::domain::LedgerKey;
+use balcao::domain::{Cents, PhoneE164};
 use balcao::pix::{ChargeRequest, Payer, Txid};
 use chrono::{DateTime, Utc};
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use balcao::money::deposits::DepositRequests;
 use balcao::domain::{ContactId, TenantId};
-use balcao::jobs::{RunOutcome, Turn, TurnHandler};
 use balcao::jobs::Replier;
+use balcao::jobs::{RunOutcome, Turn, TurnHandler};
+use balcao::money::deposits::DepositRequests;
 use balcao::store::{BookingStore, ChargeStore, OutboxStore, PrivacyStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{Datelike, TimeDelta, Utc, Weekday};
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::actions::{button, inbox, post, propose_charge};
 use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config, sandbox_gateways};
-use crate::http::console::Console;
+use crate::console::Console;
 use crate::contract;
 use crate::payloads::{bytes, envelope, text};
 use crate::scenario::{Customer, LEASE, STAFF, Scenario, catalog_file, merchant_file};

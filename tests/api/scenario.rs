@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use balcao::actions::ClickHandler;
 use balcao::domain::{ContactId, ConversationId};
-use balcao::ledger::{CallContext, Executor, Outcome, Tool};
 use balcao::jobs::Replier;
+use balcao::ledger::{CallContext, Executor, Outcome, Tool};
 use balcao::store::{CatalogStore, InboundStore, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
 use chrono::{DateTime, TimeZone, Utc};

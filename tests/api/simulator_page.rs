@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::common::{TestApp, TestDb, local_test_config, test_config};
-use crate::http::console::Console;
+use crate::console::Console;
 use crate::contract;
 use crate::scenario::{STAFF, Scenario};
 

@@ -7,11 +7,13 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::actions::{ActionPayload, Proposal, Proposer};
-use crate::appointments::{Wanted, booking_failure, booking_json, check_offered, permanent, starts_at, transient, transient_text};
-use crate::store::BookingError;
+use crate::appointments::{
+    Wanted, booking_failure, booking_json, check_offered, permanent, starts_at, transient, transient_text,
+};
 use crate::booking::availability::block;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
+use crate::store::BookingError;
 use crate::store::{BookingStore, CatalogStore, Store};
 
 pub struct ListMyBookings {

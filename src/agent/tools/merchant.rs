@@ -10,14 +10,14 @@ use async_trait::async_trait;
 use chrono::{NaiveDate, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::appointments::{local, permanent, transient};
 use crate::actions::{ActionPayload, Proposal, Proposer, is_staff};
-use crate::money::charges::choose_via;
+use crate::appointments::{local, permanent, transient};
 use crate::domain::{Cents, PhoneE164};
-use crate::whatsapp::ContactIdentity;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
+use crate::money::charges::choose_via;
 use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store};
+use crate::whatsapp::ContactIdentity;
 
 /// A charge's description, as Pix and WhatsApp show it.
 pub const DESCRIPTION_MAX: usize = 140;

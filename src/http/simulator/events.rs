@@ -23,9 +23,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SimError, access, charge_json};
+use crate::domain::{PhoneE164, TenantId};
 use crate::http::console::ConsoleError;
 use crate::http::console::auth::Admin;
-use crate::domain::{PhoneE164, TenantId};
 use crate::http::{ApiError, AppState};
 use crate::store::OutboundRecord;
 use crate::store::{ChargeStore, OutboxStore};

@@ -27,10 +27,10 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use super::{ApiError, AppState};
-use crate::money::charges::PaidOutcome;
+use crate::domain::PhoneE164;
 use crate::http::console::ConsoleError;
 use crate::http::console::auth::Admin;
-use crate::domain::PhoneE164;
+use crate::money::charges::PaidOutcome;
 use crate::store::{ChargeStore, OutboxStore, SimulatorStore, TenantRef, TenantStore};
 use crate::tenant::Tenant;
 
@@ -207,8 +207,9 @@ pub async fn mark_paid(
         Some(_) => return Err(ApiError::BadRequest(format!("charge {id} is not a sandbox charge")).into()),
         None => return Err(SimError::NotFound),
     }
-    let outcome =
-        crate::money::charges::mark_paid(&state.store, &state.replier, &tenant, id, None).await.map_err(ApiError::from)?;
+    let outcome = crate::money::charges::mark_paid(&state.store, &state.replier, &tenant, id, None)
+        .await
+        .map_err(ApiError::from)?;
     Ok(Json(match outcome {
         PaidOutcome::Paid(c) => json!({ "paid": true, "charge": c.to_json() }),
         PaidOutcome::Unchanged(c) => json!({ "paid": false, "charge": c.to_json() }),

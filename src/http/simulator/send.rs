@@ -20,9 +20,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SimError, access};
+use crate::domain::PhoneE164;
 use crate::http::console::ConsoleError;
 use crate::http::console::auth::Admin;
-use crate::domain::PhoneE164;
 use crate::http::{ApiError, AppState};
 use crate::simulator::payload::{self, Content, Reply, ReplyKind};
 use crate::whatsapp::signature::sign;

@@ -7,13 +7,13 @@ use super::Charge;
 use super::delivery::{choose_via, customer_messages};
 use crate::domain::ActionId;
 use crate::domain::{Cents, ConversationId, PhoneE164};
-use crate::whatsapp::ContactIdentity;
+use crate::jobs::Replier;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
-use crate::store::Destination;
-use crate::jobs::Replier;
 use crate::pix::{ChargeRequest, GatewayError, Gateways, Payer, PixSettings, Txid};
+use crate::store::Destination;
 use crate::store::{ChargeStore, InboundStore, NewCharge, Store};
+use crate::whatsapp::ContactIdentity;
 
 /// How long a customer has to pay a merchant's charge, from its proposal.
 pub const CHARGE_TTL: TimeDelta = TimeDelta::hours(24);

@@ -7,13 +7,13 @@ use chrono::Utc;
 
 use super::Charge;
 use crate::domain::ConversationId;
-use crate::whatsapp::ContactIdentity;
+use crate::jobs::Replier;
 use crate::messages::{ActionText, ChargeVia, action_text};
 use crate::store::Destination;
-use crate::jobs::Replier;
 use crate::store::NewOutbound;
 use crate::store::{ChargeStore, Store, TenantStore};
 use crate::tenant::Tenant;
+use crate::whatsapp::ContactIdentity;
 use crate::whatsapp::OutboundMessage;
 
 #[derive(Debug, Clone)]

@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::booking::Appointment;
-use crate::money::charges::inside_window;
 use crate::domain::{ContactId, TenantId};
-use crate::messages::{DepositText, deposit_text};
 use crate::jobs::Replier;
+use crate::messages::{DepositText, deposit_text};
+use crate::money::charges::inside_window;
 use crate::store::NewOutbound;
 use crate::store::{ChargeStore, DepositStore, InboundStore, PrivacyStore, Store, TenantStore};
 use crate::tenant::Tenant;

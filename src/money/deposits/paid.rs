@@ -3,10 +3,10 @@
 use anyhow::Context;
 use chrono::Utc;
 
-use crate::money::charges::{Charge, PaidOutcome, late_payment_key, merchants};
 use crate::domain::ConversationId;
-use crate::messages::{ChargeVia, DepositText, deposit_text};
 use crate::jobs::Replier;
+use crate::messages::{ChargeVia, DepositText, deposit_text};
+use crate::money::charges::{Charge, PaidOutcome, late_payment_key, merchants};
 use crate::store::NewOutbound;
 use crate::store::{BookingStore, ChargeStore, DepositPayment, DepositStore, Store};
 use crate::tenant::Tenant;

@@ -10,14 +10,14 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::money::charges::{ChargeOrder, create_charge};
 use crate::domain::{ContactId, TenantId};
+use crate::jobs::Replier;
 use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,
     ToolSpec,
 };
 use crate::messages::{DepositText, deposit_text};
-use crate::jobs::Replier;
+use crate::money::charges::{ChargeOrder, create_charge};
 use crate::pix::Gateways;
 use crate::store::{BookingStore, DepositStore, InboundStore, Store, StoreError, TenantStore};
 use crate::tenant::Tenant;

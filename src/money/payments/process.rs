@@ -9,9 +9,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::PaymentEvent;
-use crate::money::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
 use crate::domain::TenantId;
 use crate::jobs::Replier;
+use crate::money::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
 use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
 use crate::store::{NO_CHARGE_YET, PaymentStore, Store, TenantStore};
 use crate::tenant::Tenant;

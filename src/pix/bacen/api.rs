@@ -286,8 +286,8 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::domain::PhoneE164;
     use crate::domain::LedgerKey;
+    use crate::domain::PhoneE164;
     use crate::pix::gateway::Payer;
 
     fn request(description: &str, expires_at: DateTime<Utc>) -> ChargeRequest {

@@ -41,14 +41,14 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 pub use self::payer::PayerEmail;
-use crate::domain::Secret;
 use crate::domain::LedgerKey;
+use crate::domain::Secret;
 use crate::pix::gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, PaymentState, PixGateway,
     WebhookRequest,
 };
-use crate::pix::secrets::{Secrets, required_secret};
 use crate::pix::http;
+use crate::pix::secrets::{Secrets, required_secret};
 use crate::pix::settings::PixSettings;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.mercadopago.com";

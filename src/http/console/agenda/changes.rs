@@ -21,10 +21,10 @@ use chrono::{NaiveDate, NaiveTime, TimeZone, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::http::console::auth::Admin;
-use crate::http::console::error::ConsoleError;
 use crate::domain::ContactId;
 use crate::http::AppState;
+use crate::http::console::auth::Admin;
+use crate::http::console::error::ConsoleError;
 use crate::ledger::normalize::parse_instant;
 use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,

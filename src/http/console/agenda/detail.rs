@@ -13,12 +13,12 @@ use serde::Deserialize;
 use super::changes::{BY_CONSOLE, CONSOLE_CANCEL, CONSOLE_MOVE};
 use super::grid::status_label;
 use super::long_date;
+use crate::domain::{Cents, ContactId};
+use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::ConsoleError;
 use crate::http::console::page::local_time as at;
 use crate::http::console::page::{Nav, Section, render};
-use crate::domain::{Cents, ContactId};
-use crate::http::AppState;
 use crate::store::{ActionEntry, CatalogStore, ConsoleAgendaStore, InboundStore, LedgerEntry};
 
 #[derive(Deserialize)]

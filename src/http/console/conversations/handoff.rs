@@ -9,10 +9,10 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::load;
-use crate::http::console::auth::Admin;
-use crate::http::console::error::ConsoleError;
 use crate::domain::ConversationId;
 use crate::http::AppState;
+use crate::http::console::auth::Admin;
+use crate::http::console::error::ConsoleError;
 use crate::store::{ChargeStore, HandoffStore, OutboxStore};
 use crate::whatsapp::OutboundMessage;
 

@@ -19,10 +19,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::load;
-use crate::http::console::auth::Admin;
-use crate::http::console::error::ConsoleError;
 use crate::domain::ConversationId;
 use crate::http::AppState;
+use crate::http::console::auth::Admin;
+use crate::http::console::error::ConsoleError;
 use crate::store::{ConversationVersion, ConversationViewStore, Store};
 use crate::tenant::Tenant;
 

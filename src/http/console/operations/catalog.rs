@@ -7,10 +7,10 @@ use axum::response::{IntoResponse, Response};
 use axum_csrf::CsrfToken;
 use chrono::Weekday;
 
+use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::ConsoleError;
 use crate::http::console::page::{Nav, Section, render};
-use crate::http::AppState;
 use crate::store::CatalogStore;
 
 pub struct ServiceRow {

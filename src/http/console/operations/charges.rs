@@ -9,13 +9,13 @@ use chrono::{DateTime, Days, NaiveDate, Utc};
 use chrono_tz::Tz;
 
 use super::LIST_LIMIT;
+use crate::domain::Cents;
+use crate::http::AppState;
 use crate::http::console::agenda::{day_start, today};
 use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::ConsoleError;
 use crate::http::console::page::local_time as at;
 use crate::http::console::page::{Nav, Section, render};
-use crate::domain::Cents;
-use crate::http::AppState;
 use crate::store::ConsoleOpsStore;
 
 /// Days in the chart, today included.

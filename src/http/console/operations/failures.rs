@@ -12,12 +12,12 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::LIST_LIMIT;
+use crate::domain::JobId;
+use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::ConsoleError;
 use crate::http::console::page::local_time as at;
 use crate::http::console::page::{Nav, Section, render};
-use crate::domain::JobId;
-use crate::http::AppState;
 use crate::store::{ConsoleOpsStore, Retry};
 
 pub struct JobRow {
