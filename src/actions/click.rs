@@ -84,16 +84,6 @@ impl ClickHandler {
     }
 }
 
-/// Whether the conversation's contact is one of the tenant's staff.
-pub async fn is_staff(
-    store: &Store,
-    tenant: &crate::tenant::Tenant,
-    wa_id: Option<&crate::domain::PhoneE164>,
-) -> anyhow::Result<bool> {
-    let Some(wa_id) = wa_id else { return Ok(false) };
-    Ok(store.staff(tenant.id).await?.iter().any(|s| s == wa_id))
-}
-
 /// Why a decision did not go through, read from the action as it is now.
 fn why_not(action: &PendingAction, by: &Decider<'_>, now: chrono::DateTime<Utc>) -> ClickOutcome {
     if action.conversation != by.conversation || (action.kind().merchant_only() && !by.staff) {
@@ -249,7 +239,7 @@ impl ClickHandler {
             tenant: turn.tenant.id,
             conversation: turn.conversation,
             contact: turn.contact.contact_id,
-            staff: is_staff(&self.store, &turn.tenant, turn.contact.wa_id.as_ref()).await?,
+            staff: self.store.staff(turn.tenant.id).await?.includes(turn.contact.wa_id.as_ref()),
             via,
             message: &message.provider_message_id,
         };

@@ -22,7 +22,7 @@ mod expiry;
 mod propose;
 
 pub use cancellation::{CANCEL_BOOKING, CancelBooking};
-pub use click::{ClickHandler, ClickOutcome, confirm_typed, is_staff};
+pub use click::{ClickHandler, ClickOutcome, confirm_typed};
 pub use execute::ExecuteAction;
 pub use expiry::{expire_due, run_expiry};
 pub use propose::{Proposal, Proposer, offer_message};

@@ -1,5 +1,6 @@
-//! The agent's side of the boundary: the tools it may call. Read tools run directly; write
-//! tools run through the idempotent executor (`crate::ledger`).
+//! The agent's side of the boundary: the model's turn (prompt, history, the tool loop), the
+//! tool registry (thin over `crate::appointments`, `crate::money` and `crate::actions`), and the
+//! guided menus that answer without a model. Write tools run through `crate::ledger`.
 
 mod guided;
 mod merchant_menu;

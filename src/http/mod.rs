@@ -1,5 +1,6 @@
-//! The axum edge: health, metrics and the WhatsApp webhook. Handlers verify, persist and
-//! answer; slow work happens in jobs.
+//! The axum edge: the WhatsApp and Pix webhooks, health, metrics, the simulator's page and API,
+//! and the merchant console ([`console`]). Handlers verify, persist and answer; slow work
+//! happens in jobs. One [`AppState`] serves every route.
 
 pub mod console;
 mod error;

@@ -13,6 +13,8 @@ use super::{Block, ChatMessage, ModelClient, ModelError, ModelRequest, ModelResp
 use crate::domain::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// Override with `ANTHROPIC_MODEL`; take real ids from the provider's model list.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 pub const API_VERSION: &str = "2023-06-01";
 /// The error code of a 429 that no retry can fix (the organization's spend cap).
 const SPEND_LIMIT_CODE: &str = "enforced_spend_limit_reached";

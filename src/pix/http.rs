@@ -1,5 +1,6 @@
-//! HTTP plumbing shared by the PSP gateways (Asaas, Mercado Pago): the client, URLs built from
-//! segments (ids are escaped, never spliced into paths), and one classification of failures:
+//! HTTP plumbing shared by the PSP gateways (Asaas, Mercado Pago; Bacen shares the status table,
+//! [`status_class`]): the client, URLs built from segments (ids are escaped, never spliced into
+//! paths), and one classification of failures:
 //! - no answer (timeout, reset, refused connection, a body lost halfway), 5xx, 408 and 429 →
 //!   [`GatewayError::Unknown`]: the charge may exist, so the caller looks it up before creating
 //!   again. A 429 or a refused connection created nothing, but the lookup is cheap and the
@@ -106,16 +107,40 @@ pub fn transport(provider: &str, e: &reqwest::Error) -> GatewayError {
     GatewayError::Unknown(format!("the request to {provider} {what}: {chain}"))
 }
 
+/// What an error status means for a charge, alike for every gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusClass {
+    /// 401, 403: the credentials.
+    Unauthorized,
+    /// 408, 429, 5xx: the charge may exist, or a retry may create it; look it up first.
+    Unknown,
+    /// A 3xx the client did not (or could no longer) follow: each gateway says what it means.
+    Redirect,
+    /// Any other status: the provider refused the request.
+    Rejected,
+}
+
+/// The one table of what a provider's error status means.
+pub fn status_class(status: StatusCode) -> StatusClass {
+    match status.as_u16() {
+        401 | 403 => StatusClass::Unauthorized,
+        408 | 429 | 500..=599 => StatusClass::Unknown,
+        300..=399 => StatusClass::Redirect,
+        _ => StatusClass::Rejected,
+    }
+}
+
+/// An error answer of Asaas or Mercado Pago, whose clients follow redirects: one still standing
+/// after the client's limit may have acted, so it is unknown too.
 pub fn classify(provider: &str, status: StatusCode, message: String) -> GatewayError {
-    match status {
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+    match status_class(status) {
+        StatusClass::Unauthorized => {
             GatewayError::Unauthorized(format!("{provider} answered HTTP {status}: {message}"))
         }
-        StatusCode::REQUEST_TIMEOUT | StatusCode::TOO_MANY_REQUESTS => {
+        StatusClass::Rejected => GatewayError::Rejected(format!("{message} ({provider}, HTTP {})", status.as_u16())),
+        StatusClass::Unknown | StatusClass::Redirect => {
             GatewayError::Unknown(format!("{provider} answered HTTP {status}: {message}"))
         }
-        s if s.is_client_error() => GatewayError::Rejected(format!("{message} ({provider}, HTTP {})", s.as_u16())),
-        s => GatewayError::Unknown(format!("{provider} answered HTTP {s}: {message}")),
     }
 }
 

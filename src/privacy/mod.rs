@@ -1,7 +1,7 @@
-//! LGPD: a customer's opt-out of proactive messages, and the merchant's export and erasure of a
-//! customer's data (the console's contact page).
+//! LGPD: the merchant's export and erasure of a customer's data (the console's contact page), and
+//! the texts of the opt-out (`crate::turns::OptOut` handles "sair" and "voltar").
 //!
-//! **Opt-out** ([`OptOut`]). A customer (never staff) whose message is exactly "sair" or "parar"
+//! **Opt-out** ([`crate::turns::OptOut`]). A customer (never staff) whose message is exactly "sair" or "parar"
 //! (ignoring case, accents and surrounding spaces or punctuation) is opted out and told once how
 //! to come back; "voltar" from an opted-out customer opts back in. The write and the reply are
 //! one transaction under the turn's job lease, the reply keyed by the turn, so a rerun of the

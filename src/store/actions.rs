@@ -9,8 +9,8 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::NewOutbound;
-use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
-use super::outbox::insert_outbound;
+use super::tx::insert_outbound;
+use super::tx::{hold_fence, settle_in_tx, supersede_subject};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::actions::{ActionPayload, ActionStatus, ConfirmedVia, PendingAction};
 use crate::domain::{ActionId, Decision};

@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::ledger::{hold_fence, settle_in_tx, supersede_subject};
+use super::tx::{hold_fence, settle_in_tx, supersede_subject};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::Appointment;
 use crate::domain::LedgerKey;

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::NewOutbound;
-use super::ledger::{hold_fence, settle_in_tx};
-use super::outbox::insert_outbound;
+use super::tx::insert_outbound;
+use super::tx::{hold_fence, settle_in_tx};
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::domain::ActionId;
 use crate::domain::LedgerKey;

@@ -23,6 +23,34 @@ pub const PAYMENT_EVENT_DUE: &str = "SELECT id FROM payment_events
      WHERE status = 'received' AND next_attempt_at <= $1
      ORDER BY next_attempt_at LIMIT 1";
 
+/// A queue an idle worker polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    Jobs,
+    Outbound,
+    PaymentEvents,
+}
+
+impl Queue {
+    fn due_sql(self) -> &'static str {
+        match self {
+            Self::Jobs => JOB_DUE,
+            Self::Outbound => OUTBOUND_DUE,
+            Self::PaymentEvents => PAYMENT_EVENT_DUE,
+        }
+    }
+}
+
+impl super::Store {
+    /// Whether anything in `queue` is due at `now`: a read, so idle pollers stay off SQLite's
+    /// single writer and take no lock anywhere.
+    pub(crate) async fn is_due(&self, queue: Queue, now: chrono::DateTime<chrono::Utc>) -> super::StoreResult<bool> {
+        Ok(super::reading!(self, pool => {
+            sqlx::query(queue.due_sql()).bind(now).fetch_optional(pool).await.map(|row| row.is_some())
+        })?)
+    }
+}
+
 /// Every poll, by the queue it watches (for the test that checks their plans).
 pub const ALL: [(&str, &str); 3] =
     [("jobs", JOB_DUE), ("outbound_messages", OUTBOUND_DUE), ("payment_events", PAYMENT_EVENT_DUE)];

@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::history::insert_history;
-use super::outbox::{handed_off, insert_outbound};
+use super::tx::insert_history;
+use super::tx::{handed_off, insert_outbound};
 use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
@@ -15,26 +15,6 @@ macro_rules! snapshot_columns {
         "id, tenant_id, conversation_id, state, run_at, attempts, max_attempts, locked_by, last_error, trigger_message_id"
     };
 }
-
-/// Inside a write transaction: true while `lease` is held, by the conditional `complete` uses.
-/// On PostgreSQL the update locks the job row until the transaction ends, so the reaper cannot
-/// take the lease between this check and the commit.
-macro_rules! hold_job_lease {
-    ($tx:expr, $lease:expr, $now:expr) => {
-        sqlx::query(
-            "UPDATE jobs SET locked_until = locked_until
-             WHERE id = $1 AND state = 'running' AND locked_by = $2 AND attempts = $3 AND locked_until > $4",
-        )
-        .bind($lease.job.0)
-        .bind(&$lease.worker)
-        .bind($lease.attempt)
-        .bind($now)
-        .execute(&mut *$tx)
-        .await
-        .map(|r| r.rows_affected() == 1)
-    };
-}
-pub(crate) use hold_job_lease;
 
 /// Marks the job completed while `lease` is held; true when it did. The same condition as
 /// [`hold_job_lease`], so inside a transaction it is the lease check too (and on PostgreSQL it
@@ -158,13 +138,7 @@ impl JobStore for Store {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<ClaimedJob>> {
         // Idle workers poll; a read keeps them off SQLite's single write lock.
-        let due: Option<i32> = reading!(self, pool => {
-            sqlx::query_scalar(super::due::JOB_DUE)
-                .bind(now)
-                .fetch_optional(pool)
-                .await
-        })?;
-        if due.is_none() {
+        if !self.is_due(super::due::Queue::Jobs, now).await? {
             return Ok(None);
         }
         writing!(self, pool => {

@@ -4,7 +4,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::Lease;
-use super::jobs::hold_job_lease;
+use super::tx::hold_job_lease;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, TenantId};
 

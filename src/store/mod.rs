@@ -24,9 +24,7 @@ mod agenda;
 mod appointments;
 mod catalog;
 mod charges;
-mod console_agenda;
-mod console_ops;
-mod conversation_view;
+pub mod console;
 mod deposits;
 pub mod due;
 mod erasure;
@@ -45,6 +43,7 @@ pub mod queue;
 pub mod replays;
 mod simulator;
 mod tenants;
+mod tx;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -63,11 +62,11 @@ pub use agenda::AgendaStore;
 pub use appointments::{BookingError, BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
 pub use charges::{ChargeStore, NewCharge};
-pub use console_agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};
-pub use console_ops::{ChargeEntry, ConsoleOpsStore, DeadJob, FailedSend, Retry};
-pub use conversation_view::{
+pub use console::agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};
+pub use console::conversations::{
     ActionRow, ChargeRow, ConversationSummary, ConversationVersion, ConversationViewStore, InboundRow, TurnRow,
 };
+pub use console::operations::{ChargeEntry, ConsoleOpsStore, DeadJob, FailedSend, Retry};
 pub use deposits::{DepositPayment, DepositStore};
 pub use erasure::{ErasureStore, Redactions, erased_key};
 pub use handoff::{HandoffState, HandoffStore};

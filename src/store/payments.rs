@@ -101,13 +101,7 @@ impl PaymentStore for Store {
 
     async fn claim_payment_event(&self, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<Option<PaymentEvent>> {
         // An idle pass reads and writes nothing.
-        let due: Option<i64> = reading!(self, pool => {
-            sqlx::query_scalar(super::due::PAYMENT_EVENT_DUE)
-                .bind(now)
-                .fetch_optional(pool)
-                .await
-        })?;
-        if due.is_none() {
+        if !self.is_due(super::due::Queue::PaymentEvents, now).await? {
             return Ok(None);
         }
         Ok(writing!(self, pool => {

@@ -8,8 +8,8 @@ use sqlx::types::Json;
 
 use super::Lease;
 use super::NewOutbound;
-use super::jobs::hold_job_lease;
-use super::outbox::insert_outbound;
+use super::tx::hold_job_lease;
+use super::tx::insert_outbound;
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, TenantId};
 

@@ -6,7 +6,7 @@ use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::BookingSettings;
 use crate::domain::Secret;
 use crate::domain::{PhoneE164, TenantId};
-use crate::tenant::{ApplyOutcome, Tenant, TenantSettings, TenantSpec};
+use crate::tenant::{ApplyOutcome, Staff, Tenant, TenantSettings, TenantSpec};
 use sqlx::types::Json;
 
 /// The columns of `TenantRow`.
@@ -25,7 +25,7 @@ pub trait TenantStore {
     async fn tenant_by_phone_number_id(&self, phone_number_id: &str) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<Tenant>>;
     async fn tenant(&self, id: TenantId) -> StoreResult<Option<Tenant>>;
-    async fn staff(&self, tenant: TenantId) -> StoreResult<Vec<PhoneE164>>;
+    async fn staff(&self, tenant: TenantId) -> StoreResult<Staff>;
     async fn count_tenants(&self) -> StoreResult<i64>;
     /// The tenants that carry their own access token.
     async fn tenants_with_token(&self) -> StoreResult<std::collections::HashSet<TenantId>>;
@@ -182,14 +182,15 @@ impl TenantStore for Store {
         row.map(Tenant::try_from).transpose()
     }
 
-    async fn staff(&self, tenant: TenantId) -> StoreResult<Vec<PhoneE164>> {
+    async fn staff(&self, tenant: TenantId) -> StoreResult<Staff> {
         let phones: Vec<String> = reading!(self, pool => {
             sqlx::query_scalar("SELECT phone FROM staff WHERE tenant_id = $1 ORDER BY phone")
                 .bind(tenant.0)
                 .fetch_all(pool)
                 .await
         })?;
-        phones.into_iter().map(|p| PhoneE164::parse(&p).map_err(|e| StoreError::Corrupt(e.to_string()))).collect()
+        let phones = phones.into_iter().map(|p| PhoneE164::parse(&p).map_err(|e| StoreError::Corrupt(e.to_string())));
+        Ok(Staff::new(phones.collect::<StoreResult<_>>()?))
     }
 
     async fn count_tenants(&self) -> StoreResult<i64> {

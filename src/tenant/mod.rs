@@ -3,9 +3,11 @@
 
 mod file;
 mod settings;
+mod staff;
 
 pub use file::{TenantFileError, TenantSpec};
 pub use settings::{DEFAULT_HOURS_BEFORE, ReminderSettings, TemplateRef, TenantSettings};
+pub use staff::Staff;
 
 use chrono_tz::Tz;
 

@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::actions::is_staff;
 use crate::jobs::{Turn, TurnHandler};
 use crate::store::JobKind;
-use crate::store::Store;
+use crate::store::{Store, TenantStore};
 
 /// Clicks to `clicks`, turns to `turns`.
 pub struct ByKind {
@@ -38,7 +37,7 @@ pub struct ByAudience {
 #[async_trait]
 impl TurnHandler for ByAudience {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
-        if is_staff(&self.store, &turn.tenant, turn.contact.wa_id.as_ref()).await? {
+        if self.store.staff(turn.tenant.id).await?.includes(turn.contact.wa_id.as_ref()) {
             self.merchant.handle(turn).await
         } else {
             self.customer.handle(turn).await

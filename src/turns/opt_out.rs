@@ -13,12 +13,11 @@ use anyhow::Context;
 use async_trait::async_trait;
 use chrono::Utc;
 
-use crate::actions::is_staff;
 use crate::jobs::Replier;
 use crate::jobs::{Turn, TurnHandler};
 use crate::privacy::{PrivacyText, privacy_text};
 use crate::store::{NewOutbound, OutboxKey};
-use crate::store::{PrivacyStore, Store};
+use crate::store::{PrivacyStore, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
 /// What a customer's message asks of their privacy settings.
@@ -58,7 +57,7 @@ impl OptOut {
         let Some(command) = (last.kind == "text").then(|| last.body.as_deref().and_then(command)).flatten() else {
             return Ok(None);
         };
-        if is_staff(&self.store, &turn.tenant, turn.contact.wa_id.as_ref()).await? {
+        if self.store.staff(turn.tenant.id).await?.includes(turn.contact.wa_id.as_ref()) {
             return Ok(None);
         }
         if command == Command::OptIn && !self.store.is_silenced(turn.tenant.id, turn.contact.contact_id).await? {

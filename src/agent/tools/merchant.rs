@@ -10,13 +10,13 @@ use async_trait::async_trait;
 use chrono::{NaiveDate, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 
-use crate::actions::{ActionPayload, Proposal, Proposer, is_staff};
+use crate::actions::{ActionPayload, Proposal, Proposer};
 use crate::appointments::{local, permanent, transient};
 use crate::domain::{Cents, PhoneE164};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
 use crate::money::charges::choose_via;
-use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store};
+use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store, TenantStore};
 use crate::whatsapp::ContactIdentity;
 
 /// A charge's description, as Pix and WhatsApp show it.
@@ -89,9 +89,7 @@ impl Tool for ProposeCharge {
         let ctx = call.ctx;
         let store = &self.proposer.store;
         let contact = store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(transient)?;
-        let staff = is_staff(store, ctx.tenant, contact.wa_id.as_ref())
-            .await
-            .map_err(|e| ToolFailure::Transient(e.to_string()))?;
+        let staff = store.staff(ctx.tenant.id).await.map_err(transient)?.includes(contact.wa_id.as_ref());
         if !staff {
             return Err(permanent("only the business's staff can charge", json!({ "reason": "not_staff" })));
         }

@@ -28,7 +28,8 @@ use serde::Deserialize;
 use self::grid::{Column, ColumnKey, Grid};
 use super::auth::{Admin, csrf_field};
 use super::error::ConsoleError;
-use super::page::{Nav, Section, render};
+use super::error::render;
+use super::page::{Nav, Section};
 use crate::http::AppState;
 use crate::store::{CatalogStore, ConsoleAgendaStore};
 

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::error::ConsoleError;
-use super::page::render;
+use super::error::render;
 use crate::http::AppState;
 use crate::store::{AdminStore, TenantRef, TenantStore};
 use crate::tenant::Tenant;

@@ -17,7 +17,8 @@ use serde::Deserialize;
 
 use super::auth::{Admin, csrf_field};
 use super::error::ConsoleError;
-use super::page::{Nav, Section, local_time, render};
+use super::error::render;
+use super::page::{Nav, Section, local_time};
 use crate::domain::ContactId;
 use crate::http::AppState;
 use crate::store::{ContactCounts, ContactRecord, PrivacyStore};

@@ -1,6 +1,7 @@
 //! What a console request can end in, as the browser should see it: a login redirect, a 403
 //! for a missing CSRF token, a 404 for anything outside the admin's tenants (never a 403, which
-//! would confirm the id exists), a 429 when logins are throttled.
+//! would confirm the id exists), a 429 when logins are throttled; and a template rendered to HTML,
+//! whose failure is one of them.
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -56,4 +57,8 @@ impl IntoResponse for ConsoleError {
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+pub fn render(page: &impl askama::Template) -> Result<Html<String>, ConsoleError> {
+    Ok(Html(page.render()?))
 }

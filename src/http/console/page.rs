@@ -1,11 +1,7 @@
 //! What every console page shares: the navigation (the admin, the tenant, the other tenants,
-//! the logout form's CSRF token) and rendering a template to HTML.
-
-use askama::Template;
-use axum::response::Html;
+//! the logout form's CSRF token).
 
 use super::auth::Admin;
-use super::error::ConsoleError;
 use crate::store::TenantRef;
 use crate::tenant::Tenant;
 
@@ -70,8 +66,4 @@ impl Nav {
 /// An instant as the console shows it: the tenant's local date and time, to the minute.
 pub fn local_time(tz: chrono_tz::Tz, t: chrono::DateTime<chrono::Utc>) -> String {
     t.with_timezone(&tz).format("%d/%m/%Y %H:%M").to_string()
-}
-
-pub fn render(page: &impl Template) -> Result<Html<String>, ConsoleError> {
-    Ok(Html(page.render()?))
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::domain::Cents;
 use crate::pix::gateway::{ChargeRequest, GatewayError, PaymentState};
+use crate::pix::http::{StatusClass, status_class};
 use crate::pix::txid::Txid;
 
 /// `solicitacaoPagador` has `maxLength: 140`.
@@ -165,15 +166,17 @@ impl Cob {
     }
 }
 
-/// What an error answer means: `401`/`403` credentials, `408`/`429`/`5xx` unknown (the
-/// charge may exist or may be created by a retry), any other status a refusal.
+/// What an error answer means ([`status_class`]); the Bacen client follows no redirect, so one
+/// points at a wrong `base_url` and is a refusal.
 pub(super) fn status_error(status: StatusCode, body: &[u8]) -> GatewayError {
     let text = provider_text(status, body);
-    match status.as_u16() {
-        401 | 403 => GatewayError::Unauthorized(text),
-        408 | 429 | 500..=599 => GatewayError::Unknown(text),
-        300..=399 => GatewayError::Rejected(format!("{text} (redirects are not followed: is base_url right?)")),
-        _ => GatewayError::Rejected(text),
+    match status_class(status) {
+        StatusClass::Unauthorized => GatewayError::Unauthorized(text),
+        StatusClass::Unknown => GatewayError::Unknown(text),
+        StatusClass::Redirect => {
+            GatewayError::Rejected(format!("{text} (redirects are not followed: is base_url right?)"))
+        }
+        StatusClass::Rejected => GatewayError::Rejected(text),
     }
 }
 

@@ -23,7 +23,8 @@ use serde::Deserialize;
 
 use super::auth::{Admin, csrf_field};
 use super::error::ConsoleError;
-use super::page::{Nav, Section, render};
+use super::error::render;
+use super::page::{Nav, Section};
 use crate::domain::ConversationId;
 use crate::http::AppState;
 use crate::store::{ConversationSummary, ConversationViewStore};

@@ -16,8 +16,9 @@ use crate::domain::JobId;
 use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::ConsoleError;
+use crate::http::console::error::render;
 use crate::http::console::page::local_time as at;
-use crate::http::console::page::{Nav, Section, render};
+use crate::http::console::page::{Nav, Section};
 use crate::store::{ConsoleOpsStore, Retry};
 
 pub struct JobRow {

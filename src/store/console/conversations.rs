@@ -8,10 +8,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::OutboundRecord;
-use super::{Dialect, ModelCall, Store, StoreResult, reading};
 use crate::domain::{ConversationId, TenantId};
 use crate::ledger::ExecutionRecord;
+use crate::store::OutboundRecord;
+use crate::store::{Dialect, ModelCall, Store, StoreResult, reading};
 
 /// A conversation as the list and the page header show it.
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -5,9 +5,9 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::{Store, StoreResult, reading};
 use crate::booking::Appointment;
 use crate::domain::TenantId;
+use crate::store::{Store, StoreResult, reading};
 
 /// At most this many appointments are drawn on one page (a week of a large business).
 const AGENDA_LIMIT: i64 = 5_000;

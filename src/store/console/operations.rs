@@ -7,9 +7,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::console_agenda::{ActionEntry, action_entry_columns};
-use super::{Store, StoreResult, reading, writing};
+use super::agenda::{ActionEntry, action_entry_columns};
 use crate::domain::{JobId, TenantId};
+use crate::store::{Store, StoreResult, reading, writing};
 
 /// A charge, as the console lists it.
 #[derive(Debug, Clone, sqlx::FromRow)]
