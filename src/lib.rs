@@ -30,14 +30,14 @@
 //! 6. `ledger`: the idempotent executor: keys, normalization, outcomes, leases, fencing.
 //! 7. `outbox`, `inbound`, `jobs`: the sender; webhook rows and their jobs in one
 //!    transaction; the turn queue and its workers.
-//! 8. `appointments`: create, move and cancel a booking, as ledger handlers.
+//! 8. `appointments`, `privacy`: create, move and cancel a booking, as ledger handlers; LGPD
+//!    export and erasure.
 //! 9. `money`: Pix charges, deposits and payment notifications.
 //! 10. `actions`: pending actions: propose, decide with one conditional update, execute.
-//! 11. `privacy`: LGPD export and erasure, and the texts of the opt-out.
-//! 12. `agent`, `reminders`: the model's side (prompt, tools, guided menus); reminder sweeps.
-//! 13. `turns`: what happens to a claimed turn: dispatch, opt-out, handoff, the chain.
-//! 14. `http`: the axum edge: webhooks, health, metrics, simulator, the merchant console.
-//! 15. `app`: wiring: builds everything from a config and a store, and runs it.
+//! 11. `agent`, `reminders`: the model's side (prompt, tools, guided menus); reminder sweeps.
+//! 12. `turns`: what happens to a claimed turn: dispatch, opt-out, handoff, the chain.
+//! 13. `http`: the axum edge: webhooks, health, metrics, simulator, the merchant console.
+//! 14. `app`: wiring: builds everything from a config and a store, and runs it.
 
 pub mod domain;
 
@@ -64,12 +64,11 @@ pub mod jobs;
 pub mod outbox;
 
 pub mod appointments;
+pub mod privacy;
 
 pub mod money;
 
 pub mod actions;
-
-pub mod privacy;
 
 pub mod agent;
 pub mod reminders;

@@ -11,7 +11,7 @@ use sqlx::types::Json;
 use super::NewOutbound;
 use super::tx::insert_outbound;
 use super::tx::{hold_fence, settle_in_tx, supersede_subject};
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreError, StoreResult, changed_one, reading, writing};
 use crate::actions::{ActionPayload, ActionStatus, ConfirmedVia, PendingAction};
 use crate::domain::{ActionId, Decision};
 use crate::domain::{ContactId, ConversationId, PhoneE164, TenantId};
@@ -262,7 +262,7 @@ impl ActionStore for Store {
             let mut tx = pool.begin_write().await?;
             // Declining an expired action is harmless; confirming one is not. A charge needs a
             // staff decider, never a typed one.
-            let n = sqlx::query(
+            let decided = sqlx::query(
                 "UPDATE pending_actions SET status = $9, confirmed_via = $1, confirmed_by = $2,
                      confirmed_message = $3, decided_at = $4, updated_at = $4
                  WHERE tenant_id = $5 AND id = $6 AND conversation_id = $7 AND status = 'pending'
@@ -278,13 +278,13 @@ impl ActionStore for Store {
             .bind(by.staff)
             .bind(status.as_str())
             .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if n == 1 {
+            .await
+            .map(changed_one)?;
+            if decided {
                 release_proposal!(tx, by.tenant, id, now)?;
             }
             tx.commit().await?;
-            Ok(n == 1)
+            Ok(decided)
         })
     }
 
@@ -297,7 +297,7 @@ impl ActionStore for Store {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE pending_actions SET status = $1, result = $2, error = $3, updated_at = $4
                  WHERE tenant_id = $5 AND id = $6 AND status = 'confirmed'",
@@ -310,9 +310,8 @@ impl ActionStore for Store {
             .bind(id.to_string())
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn expire_actions(

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Dialect, Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreResult, changed_one, reading, writing};
 use crate::domain::TenantId;
 
 /// An admin as stored (their tenants are read apart).
@@ -180,7 +180,7 @@ impl AdminStore for Store {
                  ON CONFLICT (id) DO UPDATE SET data = excluded.data, expiry_date = excluded.expiry_date"
             };
             let done = sqlx::query(sql).bind(id).bind(data).bind(expiry).execute(pool).await?;
-            Ok(done.rows_affected() == 1)
+            Ok(changed_one(done))
         })
     }
 

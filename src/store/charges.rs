@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::NewOutbound;
 use super::tx::insert_outbound;
 use super::tx::{hold_fence, settle_in_tx};
-use super::{Dialect, Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreResult, changed_one, reading, writing};
 use crate::domain::ActionId;
 use crate::domain::LedgerKey;
 use crate::domain::{Cents, ConversationId, PhoneE164, TenantId};
@@ -237,7 +237,7 @@ impl ChargeStore for Store {
     }
 
     async fn close_charge(&self, tenant: TenantId, id: i64, status: &str, now: DateTime<Utc>) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE charges SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status = 'pending'",
             )
@@ -247,9 +247,8 @@ impl ChargeStore for Store {
             .bind(id)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn charge(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Charge>> {

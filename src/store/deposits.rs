@@ -9,7 +9,7 @@ use super::appointments::{appointment_columns, is_overlap};
 use super::charges::{charge_columns, pay_charge};
 use super::tx::insert_outbound;
 use super::tx::supersede_subject;
-use super::{Dialect, Store, StoreResult, reading, writing};
+use super::{Dialect, Store, StoreResult, changed_one, reading, writing};
 use crate::booking::Appointment;
 use crate::domain::TenantId;
 use crate::ledger::Held;
@@ -212,7 +212,7 @@ impl DepositStore for Store {
             .execute(&mut *attempt)
             .await;
             let confirms = match reactivated {
-                Ok(done) => done.rows_affected() == 1,
+                Ok(done) => changed_one(done),
                 Err(e) if is_overlap(&e) => false,
                 Err(e) => return Err(e.into()),
             };

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{Store, StoreError, StoreResult, reading, writing};
+use super::{Store, StoreError, StoreResult, changed_one, reading, writing};
 use crate::domain::{ConversationId, TenantId};
 
 /// A conversation's handoff columns.
@@ -75,7 +75,7 @@ impl HandoffStore for Store {
         conversation: ConversationId,
         until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE conversations SET handoff_until = $1, handoff_requested_at = NULL
                  WHERE tenant_id = $2 AND id = $3",
@@ -85,13 +85,12 @@ impl HandoffStore for Store {
             .bind(conversation.0)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn release_handoff(&self, tenant: TenantId, conversation: ConversationId) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE conversations SET handoff_until = NULL, handoff_requested_at = NULL
                  WHERE tenant_id = $1 AND id = $2",
@@ -100,9 +99,8 @@ impl HandoffStore for Store {
             .bind(conversation.0)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn extend_handoff(
@@ -112,7 +110,7 @@ impl HandoffStore for Store {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE conversations SET handoff_until = $1
                  WHERE tenant_id = $2 AND id = $3 AND handoff_until > $4 AND handoff_until < $1",
@@ -123,9 +121,8 @@ impl HandoffStore for Store {
             .bind(now)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn request_handoff(
@@ -135,7 +132,7 @@ impl HandoffStore for Store {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE conversations SET handoff_requested_at = COALESCE(handoff_requested_at, $1),
                      handoff_until = CASE WHEN handoff_until IS NULL OR handoff_until < $2 THEN $2
@@ -148,8 +145,7 @@ impl HandoffStore for Store {
             .bind(conversation.0)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::tx::insert_history;
 use super::tx::{handed_off, insert_outbound};
-use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease};
+use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, changed_one};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
 use crate::jobs::TurnEnd;
@@ -32,7 +32,7 @@ macro_rules! complete_job {
         .bind($lease.attempt)
         .execute($executor)
         .await
-        .map(|r| r.rows_affected() == 1)
+        .map(changed_one)
     };
 }
 
@@ -196,7 +196,7 @@ impl JobStore for Store {
     }
 
     async fn heartbeat(&self, lease: &Lease, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE jobs SET locked_until = $1, updated_at = $2
                  WHERE id = $3 AND state = 'running' AND locked_by = $4 AND attempts = $5 AND locked_until > $2",
@@ -208,9 +208,8 @@ impl JobStore for Store {
             .bind(lease.attempt)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn complete(&self, lease: &Lease, now: DateTime<Utc>) -> StoreResult<bool> {

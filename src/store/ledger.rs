@@ -5,7 +5,7 @@ use serde_json::Value;
 use sqlx::types::Json;
 
 use super::tx::insert_new_execution;
-use super::{Store, StoreResult, reading, writing};
+use super::{Store, StoreResult, changed_one, reading, writing};
 use crate::domain::LedgerKey;
 use crate::domain::{ContactId, ConversationId, JobId, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerState};
@@ -208,7 +208,7 @@ impl LedgerStore for Store {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE agent_tool_executions SET locked_until = $1, updated_at = $2
                  WHERE tenant_id = $3 AND id = $4 AND generation = $5 AND status = 'running' AND locked_until > $2",
@@ -220,9 +220,8 @@ impl LedgerStore for Store {
             .bind(generation)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn settle_execution(
@@ -233,7 +232,7 @@ impl LedgerStore for Store {
         settlement: &Settlement<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        let settled_now = writing!(self, pool => {
             sqlx::query(
                 "UPDATE agent_tool_executions SET status = $1, result = $2, error = $3, locked_until = NULL,
                      updated_at = $4, completed_at = $4
@@ -248,9 +247,9 @@ impl LedgerStore for Store {
             .bind(generation)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
+            .map(changed_one)
         })?;
-        if n == 1 {
+        if settled_now {
             return Ok(true);
         }
         let settled: Option<i32> = reading!(self, pool => {

@@ -92,6 +92,29 @@ use crate::domain::DatabaseUrl;
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
+/// What a write did to its rows, alike on both backends (sqlx gives each its own result type).
+pub(crate) trait RowsAffected {
+    fn rows(&self) -> u64;
+}
+
+impl RowsAffected for sqlx::sqlite::SqliteQueryResult {
+    fn rows(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+impl RowsAffected for sqlx::postgres::PgQueryResult {
+    fn rows(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+/// Whether a conditional write changed its one row: the answer of every update that decides
+/// something (a lease still held, a status still pending, a handoff still on).
+pub(crate) fn changed_one(result: impl RowsAffected) -> bool {
+    result.rows() == 1
+}
+
 /// How often the SQLite write-ahead log is folded back into the database file.
 const SQLITE_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// SQLite waits this long for the single writer before giving up with `database is locked`.

@@ -5,7 +5,7 @@ use sqlx::types::Json;
 
 use super::tx::hold_job_lease;
 use super::tx::{apply_status_on, handed_off, insert_outbound};
-use super::{ClaimedOutbound, NewOutbound, OutboundRecord};
+use super::{ClaimedOutbound, NewOutbound, OutboundRecord, changed_one};
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{OutboundId, PhoneE164, TenantId};
 use crate::whatsapp::webhook::StatusUpdate;
@@ -162,7 +162,7 @@ impl OutboxStore for Store {
             RescheduleAs::Pending => "pending",
             RescheduleAs::Unknown => "unknown",
         };
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET status = $1, last_error = $2, next_attempt_at = $3, updated_at = $4
                  WHERE tenant_id = $5 AND id = $6 AND attempts = $7 AND status = 'sending'",
@@ -176,9 +176,8 @@ impl OutboxStore for Store {
             .bind(claimed.attempt)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn mark_outbound_failed(
@@ -187,7 +186,7 @@ impl OutboxStore for Store {
         reason: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let n = writing!(self, pool => {
+        Ok(writing!(self, pool => {
             sqlx::query(
                 "UPDATE outbound_messages SET status = 'failed', last_error = $1, updated_at = $2
                  WHERE tenant_id = $3 AND id = $4 AND attempts = $5 AND status = 'sending'",
@@ -199,9 +198,8 @@ impl OutboxStore for Store {
             .bind(claimed.attempt)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
-        })?;
-        Ok(n == 1)
+            .map(changed_one)
+        })?)
     }
 
     async fn apply_status(&self, tenant: TenantId, update: &StatusUpdate, now: DateTime<Utc>) -> StoreResult<bool> {

@@ -179,9 +179,9 @@ impl ConsoleOpsStore for Store {
             .bind(RETRY_ATTEMPTS)
             .execute(pool)
             .await
-            .map(|r| r.rows_affected())
+            .map(crate::store::changed_one)
         })?;
-        if moved == 1 {
+        if moved {
             return Ok(Retry::Requeued);
         }
         let exists: Option<i64> = reading!(self, pool => {

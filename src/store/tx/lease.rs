@@ -15,7 +15,7 @@ macro_rules! hold_job_lease {
         .bind($now)
         .execute(&mut *$tx)
         .await
-        .map(|r| r.rows_affected() == 1)
+        .map($crate::store::changed_one)
     };
 }
 pub(crate) use hold_job_lease;

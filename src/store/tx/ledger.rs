@@ -50,7 +50,7 @@ macro_rules! hold_fence {
             .bind(held.generation)
             .execute(&mut *$tx)
             .await
-            .map(|r| (r.rows_affected() == 1).then_some(held)),
+            .map(|r| $crate::store::changed_one(r).then_some(held)),
             $crate::ledger::Fence::Claim(claim) => $crate::store::tx::insert_new_execution!(
                 "",
                 "'running', 1, NULL, 0, $11, $11, $12",
@@ -89,7 +89,7 @@ macro_rules! settle_in_tx {
         .bind($held.generation)
         .execute(&mut *$tx)
         .await
-        .map(|r| r.rows_affected() == 1)
+        .map($crate::store::changed_one)
     };
 }
 pub(crate) use settle_in_tx;
