@@ -1,22 +1,19 @@
 //! Runs tools: reads directly, writes through the ledger.
 
-use std::cmp::Ordering;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::call::{Attempt, CallContext, Outcome, Tool, ToolCall, ToolFailure};
+use super::decide::{Decision, decide, settlement_of};
 use super::fence::{Claim, Fence, Held};
 use super::key::{KeyScope, derive_key, fingerprint};
-use super::spec::{Effect, InputError, NormalizedArgs, Reach, ToolSpec};
+use super::spec::{Effect, NormalizedArgs, Reach};
 use super::{ExecutionRecord, LedgerState};
-use crate::domain::to_delta;
-use crate::domain::{ContactId, ConversationId, JobId};
-use crate::domain::{LedgerKey, SendWindow};
+use crate::domain::{LedgerKey, SendWindow, to_delta};
 use crate::metrics::Metrics;
-use crate::store::{LedgerStore, NewExecution, Settlement, Store, TakeOver};
-use crate::tenant::Tenant;
+use crate::store::{LedgerStore, NewExecution, Store, TakeOver};
 
 /// Losing a race to take over can repeat only so often before we report "in progress".
 const MAX_DECISION_ROUNDS: usize = 4;
@@ -24,40 +21,6 @@ const MAX_DECISION_ROUNDS: usize = 4;
 /// pauses from [`SETTLE_RETRY_PAUSE`]) before the turn fails and its retry takes the row over.
 const SETTLE_TRIES: u32 = 5;
 const SETTLE_RETRY_PAUSE: Duration = Duration::from_millis(50);
-
-/// Who is asking, in which conversation and turn.
-#[derive(Debug, Clone)]
-pub struct CallContext<'a> {
-    pub tenant: &'a Tenant,
-    pub customer: ContactId,
-    pub conversation: ConversationId,
-    pub turn: Option<JobId>,
-    /// The job attempt of `turn` making the call: a later attempt of the same turn takes over
-    /// a row an earlier one left running (that attempt lost the job's lease, so it is gone).
-    pub turn_attempt: Option<i64>,
-    /// The provider id of the turn's newest inbound message (per-turn keys).
-    pub trigger_message_id: Option<&'a str>,
-    /// Kept for tracing only; never part of a key.
-    pub tool_use_id: Option<&'a str>,
-    /// The current time, read when the call is made: leases are measured from it (tests
-    /// inject it to move the clock).
-    pub now: DateTime<Utc>,
-}
-
-/// Which attempt at a key a handler is running.
-#[derive(Debug, Clone, Copy)]
-pub struct Attempt<'a> {
-    /// What the transaction of a local effect proves before writing it.
-    pub fence: Fence<'a>,
-    /// The state the row was taken over from: `OutcomeUnknown` (or `Running`, an attempt that
-    /// died) tells the handler to look the effect up before creating it. `None` for a fresh
-    /// reservation or claim.
-    pub previous: Option<LedgerState>,
-    /// Taken over from a row left running: until when its holder may still send an outside
-    /// request (see `ledger::window`). A handler calling a provider that does not deduplicate
-    /// waits this out, plus the request's timeout, before it looks the effect up.
-    pub predecessor_sends_until: Option<Instant>,
-}
 
 /// An attempt that holds its row under a lease: a fresh reservation, or a takeover.
 struct Leased {
@@ -78,124 +41,6 @@ impl Leased {
             predecessor_sends_until: self.predecessor_sends_until,
         }
     }
-}
-
-/// What a handler gets.
-#[derive(Debug, Clone)]
-pub struct ToolCall<'a> {
-    pub ctx: &'a CallContext<'a>,
-    pub args: &'a NormalizedArgs,
-    /// For writes: the ledger key, to pass on to outside systems.
-    pub key: Option<&'a LedgerKey>,
-    pub attempt: Option<Attempt<'a>>,
-    /// While it is open, the attempt still holds its lease: requests with an outside effect
-    /// are sent only then. Always open for reads.
-    pub window: SendWindow,
-}
-
-/// How a handler failed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolFailure {
-    /// A fact about the request (bad input, unknown service, booking not found): repeating it
-    /// cannot succeed. Stored and replayed.
-    Permanent { message: String, details: Value },
-    /// A fact about the world right now (slot taken, outside hours, beyond the horizon, time
-    /// off): nothing happened and the key is released, so an identical later call is
-    /// evaluated again when the world may have changed.
-    Refused { message: String, details: Value },
-    /// Nothing happened; the next attempt runs the handler again.
-    Transient(String),
-    /// An outside call timed out after it may have taken effect.
-    Unknown(String),
-}
-
-#[async_trait]
-pub trait Tool: Send + Sync {
-    fn spec(&self) -> &'static ToolSpec;
-    async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure>;
-}
-
-/// What the agent is told.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    Executed(Value),
-    AlreadyDone(Value),
-    AlreadyInProgress,
-    Conflict {
-        existing: Value,
-        existing_result: Option<Value>,
-        hint: &'static str,
-    },
-    Failed {
-        error: String,
-        details: Value,
-    },
-    Retryable {
-        error: String,
-    },
-    /// The input was refused before anything ran.
-    Invalid(InputError),
-}
-
-impl Outcome {
-    /// JSON the model can act on.
-    pub fn to_model_json(&self) -> Value {
-        match self {
-            Self::Executed(result) => result.clone(),
-            Self::AlreadyDone(result) => {
-                let mut v = object(result);
-                v["already_done"] = json!(true);
-                v["note"] =
-                    json!("This was already done earlier with the same details. Report it as done; do not call again.");
-                v
-            }
-            Self::AlreadyInProgress => json!({
-                "already_in_progress": true,
-                "note": "The same request is being carried out right now. Do not call this tool again; tell the customer it is being processed.",
-            }),
-            Self::Conflict { existing, existing_result, hint } => json!({
-                "conflict": true,
-                "error": "A request for the same thing already exists with different details.",
-                "existing_request": existing,
-                "existing_result": existing_result,
-                "what_to_do": hint,
-            }),
-            Self::Failed { error, details } => json!({ "error": error, "details": details, "retryable": false }),
-            Self::Retryable { error } => json!({
-                "error": error,
-                "retryable": true,
-                "note": "Nothing was done. You may call again with the same arguments.",
-            }),
-            Self::Invalid(e) => json!({ "error": format!("invalid input: {e}"), "retryable": false }),
-        }
-    }
-
-    /// The outcome's kind, a bounded metrics label.
-    pub fn label(&self) -> &'static str {
-        match self {
-            Self::Executed(_) => "executed",
-            Self::AlreadyDone(_) => "already_done",
-            Self::AlreadyInProgress => "in_progress",
-            Self::Conflict { .. } => "conflict",
-            Self::Failed { .. } => "failed",
-            Self::Retryable { .. } => "retryable",
-            Self::Invalid(_) => "invalid",
-        }
-    }
-
-    pub fn is_error(&self) -> bool {
-        matches!(self, Self::Conflict { .. } | Self::Failed { .. } | Self::Retryable { .. } | Self::Invalid(_))
-    }
-}
-
-fn object(v: &Value) -> Value {
-    if v.is_object() { v.clone() } else { json!({ "result": v }) }
-}
-
-/// What to do with an existing row.
-enum Decision {
-    Replay(Outcome),
-    TakeOver,
 }
 
 #[derive(Clone)]
@@ -436,107 +281,5 @@ impl Executor {
                 Err(e) => return Err(e.into()),
             }
         }
-    }
-}
-
-/// What a handler's result stores in the ledger, and what the agent is told.
-fn settlement_of(result: &Result<Value, ToolFailure>) -> (Settlement<'_>, Outcome) {
-    match result {
-        Ok(value) => (
-            Settlement { state: LedgerState::Succeeded, result: Some(value), error: None },
-            Outcome::Executed(value.clone()),
-        ),
-        Err(ToolFailure::Permanent { message, details }) => (
-            Settlement { state: LedgerState::FailedPermanent, result: Some(details), error: Some(message) },
-            Outcome::Failed { error: message.clone(), details: details.clone() },
-        ),
-        Err(ToolFailure::Refused { message, details }) => (
-            Settlement { state: LedgerState::Refused, result: Some(details), error: Some(message) },
-            Outcome::Failed { error: message.clone(), details: details.clone() },
-        ),
-        Err(ToolFailure::Transient(e)) => (
-            Settlement { state: LedgerState::FailedTransient, result: None, error: Some(e) },
-            Outcome::Retryable { error: e.clone() },
-        ),
-        Err(ToolFailure::Unknown(e)) => (
-            Settlement { state: LedgerState::OutcomeUnknown, result: None, error: Some(e) },
-            Outcome::Retryable { error: format!("the outcome is unknown ({e}); the next attempt checks first") },
-        ),
-    }
-}
-
-fn decide(
-    row: &ExecutionRecord,
-    fingerprint: &str,
-    ctx: &CallContext<'_>,
-    now: DateTime<Utc>,
-    hint: &'static str,
-) -> Decision {
-    let state = row.state();
-    let same = row.fingerprint == fingerprint;
-    // An attempt of a turn that a later attempt replaced (it lost the job's lease and has not
-    // noticed yet) takes nothing over from it: the later attempt may have ended already, and a
-    // row taken now would be left running when this one is stopped.
-    if row_attempt_of_this_turn(row, ctx) == Some(Ordering::Greater) {
-        return Decision::Replay(Outcome::AlreadyInProgress);
-    }
-    // A failure left nothing behind, so a changed request may take its place (a corrected
-    // service id after "unknown service", say).
-    if !same
-        && !matches!(
-            state,
-            Some(
-                LedgerState::FailedTransient
-                    | LedgerState::FailedPermanent
-                    | LedgerState::Superseded
-                    | LedgerState::Refused
-            )
-        )
-    {
-        return Decision::Replay(Outcome::Conflict {
-            existing: row.arguments.0.clone(),
-            existing_result: row.result.as_ref().map(|r| r.0.clone()),
-            hint,
-        });
-    }
-    match state {
-        Some(LedgerState::Succeeded) => {
-            Decision::Replay(Outcome::AlreadyDone(row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null)))
-        }
-        Some(LedgerState::FailedPermanent) if !same => Decision::TakeOver,
-        Some(LedgerState::FailedPermanent) => Decision::Replay(Outcome::Failed {
-            error: row.error.clone().unwrap_or_default(),
-            details: row.result.as_ref().map(|r| r.0.clone()).unwrap_or(Value::Null),
-        }),
-        Some(LedgerState::Running)
-            if row.locked_until.is_some_and(|until| until > now)
-                && row_attempt_of_this_turn(row, ctx) != Some(Ordering::Less) =>
-        {
-            Decision::Replay(Outcome::AlreadyInProgress)
-        }
-        Some(
-            LedgerState::Running
-            | LedgerState::FailedTransient
-            | LedgerState::OutcomeUnknown
-            | LedgerState::Superseded
-            | LedgerState::Refused,
-        ) => Decision::TakeOver,
-        None => Decision::Replay(Outcome::Failed {
-            error: format!("unknown ledger state {}", row.status),
-            details: Value::Null,
-        }),
-    }
-}
-
-/// How the attempt that last held `row` compares with the one making this call, when both are
-/// attempts of the same turn. An earlier one lost the job's lease (this attempt holds it), so
-/// waiting for its ledger lease would only leave the customer told "being processed" while
-/// nothing happens; a later one replaced this attempt, which must take nothing from it.
-fn row_attempt_of_this_turn(row: &ExecutionRecord, ctx: &CallContext<'_>) -> Option<Ordering> {
-    match (ctx.turn, ctx.turn_attempt, row.turn_id, row.turn_attempt) {
-        (Some(turn), Some(attempt), Some(row_turn), Some(row_attempt)) if turn.0 == row_turn => {
-            Some(row_attempt.cmp(&attempt))
-        }
-        _ => None,
     }
 }

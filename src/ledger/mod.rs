@@ -51,13 +51,16 @@
 //! that re-run while permanent ones replay (agent-ledger replays every failure forever;
 //! Powertools deletes on any exception), and a first-class `outcome_unknown`.
 
+mod call;
+mod decide;
 mod executor;
 mod fence;
 mod key;
 pub mod normalize;
 mod spec;
 
-pub use executor::{Attempt, CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
+pub use call::{Attempt, CallContext, Outcome, Tool, ToolCall, ToolFailure};
+pub use executor::Executor;
 pub use fence::{Claim, Fence, Held};
 pub use key::{KeyScope, MissingTrigger, derive_key, fingerprint};
 pub use normalize::{FieldKind, NORMALIZATION_VERSION};
