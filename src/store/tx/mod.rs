@@ -9,18 +9,24 @@
 //!   ([`supersede_subject`]) and settles ([`settle_in_tx`]): effect and outcome commit together;
 //! - a message that announces a fact is inserted with it ([`insert_outbound`]), dropped when a
 //!   person has the conversation ([`handed_off`]);
+//! - an appointment's write runs fenced by its ledger row ([`fenced_write`]), the overlap the
+//!   database refuses told as a taken slot;
 //! - an inbound message resolves its conversation ([`conversation_in_tx`]) and is recorded with
 //!   its job ([`record_in_tx`]).
 //!
 //! Each returns a `Result` the caller `?`s; none commits or rolls back: the caller's transaction
 //! decides.
 
+mod booking;
 mod conversation;
 mod history;
 mod lease;
 mod ledger;
 mod outbound;
 
+pub(crate) use booking::{
+    DEADLOCK_RETRIES, Keyed, db, fenced_write, is_deadlock, is_overlap, overlap_or, release_active, subject,
+};
 pub(crate) use conversation::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
 pub(crate) use history::insert_history;
 pub(crate) use lease::hold_job_lease;

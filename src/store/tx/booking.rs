@@ -1,0 +1,146 @@
+//! An appointment's write inside its transaction: fenced by the ledger row it settles, the
+//! overlap the database refuses turned into [`BookingError::SlotTaken`], and the release of the
+//! rows that described the booking as it was.
+
+use crate::booking::Appointment;
+use crate::store::{BookingError, StoreError};
+
+/// What a ledger row settled with an appointment write is about.
+pub(crate) fn subject(id: i64) -> String {
+    format!("appointment:{id}")
+}
+
+/// Whether `e` is the overlap rule refusing a write (PostgreSQL's `EXCLUDE`, SQLite's trigger).
+pub(crate) fn is_overlap(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.code().as_deref() == Some("23P01") || db.message().contains("appointment_overlap"))
+}
+
+pub(crate) fn overlap_or(e: sqlx::Error) -> BookingError {
+    if is_overlap(&e) {
+        return BookingError::SlotTaken;
+    }
+    BookingError::Store(e.into())
+}
+
+pub(crate) fn db(e: sqlx::Error) -> BookingError {
+    BookingError::Store(StoreError::from(e))
+}
+
+/// Runs `$body` (which yields the written appointment) inside a write transaction fenced by
+/// `$settle`, then settles the ledger row with it and commits. The whole transaction runs again
+/// when the database broke a deadlock by failing it.
+macro_rules! fenced_write {
+    ($store:expr, $tenant:expr, $settle:expr, $now:expr, |$tx:ident, $pool:ident, $held:ident| $body:expr) => {{
+        let mut tries = 1;
+        loop {
+            let attempt = async {
+                writing!($store, $pool => {
+                    let mut $tx = $pool.begin_write().await.map_err($crate::store::tx::db)?;
+                    let $held: Option<Held> = match $settle {
+                        Some(settle) => match hold_fence!($tx, $tenant, settle.fence).map_err($crate::store::tx::db)? {
+                            Some(held) => Some(held),
+                            None => return Err(BookingError::Fenced),
+                        },
+                        None => None,
+                    };
+                    let appointment: Appointment = $body;
+                    if let (Some(settle), Some(held)) = ($settle, $held) {
+                        let result = (settle.render)(&appointment);
+                        let settled =
+                            settle_in_tx!($tx, $tenant, held, &subject(appointment.id), &result, $now).map_err($crate::store::tx::db)?;
+                        if !settled {
+                            return Err(BookingError::Fenced);
+                        }
+                    }
+                    $tx.commit().await.map_err($crate::store::tx::db)?;
+                    if let Some(settle) = $settle {
+                        settle.fence.mark_settled();
+                    }
+                    Ok::<$crate::booking::Appointment, $crate::store::BookingError>(appointment)
+                })
+            }
+            .await;
+            match attempt {
+                Err(e) if tries < $crate::store::tx::DEADLOCK_RETRIES && $crate::store::tx::is_deadlock(&e) => tries += 1,
+                result => break result,
+            }
+        }
+    }};
+}
+pub(crate) use fenced_write;
+
+/// An appointment with the ledger key that describes it now.
+#[derive(sqlx::FromRow)]
+pub(crate) struct Keyed {
+    #[sqlx(flatten)]
+    pub(crate) appointment: Appointment,
+    pub(crate) idempotency_key: Option<String>,
+}
+
+/// Takes the customer's active appointment `id` for a move or a cancel: locks it (on
+/// PostgreSQL), refuses it when it is not theirs or not active (`NotFound`) or already began
+/// (`AlreadyStarted`), and supersedes every ledger row that described it (its create key and
+/// earlier moves), except the row `held` that this write settles: a repeat of any of them then runs
+/// again instead of replaying what is no longer true.
+macro_rules! release_active {
+    ($tx:ident, $pool:ident, $tenant:expr, $contact:expr, $id:expr, $held:expr, $now:expr) => {{
+        let sql = $pool.pick(
+            concat!(
+                "SELECT ",
+                appointment_columns!(),
+                ", idempotency_key FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')"
+            ),
+            concat!(
+                "SELECT ",
+                appointment_columns!(),
+                ", idempotency_key FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')
+                 FOR UPDATE"
+            ),
+        );
+        let current: Option<Keyed> = sqlx::query_as(sql)
+            .bind($tenant.0)
+            .bind($contact.0)
+            .bind($id)
+            .fetch_optional(&mut *$tx)
+            .await
+            .map_err(db)?;
+        let key = match current {
+            None => return Err(BookingError::NotFound(format!("active booking {}", $id))),
+            Some(c) if c.appointment.starts_at <= $now => {
+                return Err(BookingError::AlreadyStarted(Box::new(c.appointment)));
+            }
+            Some(c) => c.idempotency_key,
+        };
+        supersede_subject!($tx, $tenant, &subject($id), key.as_deref(), $held, $now).map_err(db)?;
+        // Proposals about it (an old reminder's buttons, a cancellation not yet answered) no
+        // longer describe it.
+        let stale: Vec<String> = sqlx::query_scalar(
+            "UPDATE pending_actions SET status = 'superseded', updated_at = $1, decided_at = $1
+             WHERE tenant_id = $2 AND subject = $3 AND status = 'pending'
+             RETURNING id",
+        )
+        .bind($now)
+        .bind($tenant.0)
+        .bind(subject($id))
+        .fetch_all(&mut *$tx)
+        .await
+        .map_err(db)?;
+        for action in stale {
+            let about = format!("action:{action}");
+            supersede_subject!($tx, $tenant, &about, None::<&str>, None::<Held>, $now).map_err(db)?;
+        }
+    }};
+}
+pub(crate) use release_active;
+
+/// Concurrent inserts that each find the other's uncommitted conflicting row wait on each
+/// other; PostgreSQL breaks the cycle by failing one. Run again, it sees the winner's row.
+pub(crate) const DEADLOCK_RETRIES: u32 = 3;
+
+pub(crate) fn is_deadlock(e: &BookingError) -> bool {
+    matches!(e, BookingError::Store(StoreError::Database(sqlx::Error::Database(db)))
+        if matches!(db.code().as_deref(), Some("40P01" | "40001")))
+}
