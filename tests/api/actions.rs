@@ -9,59 +9,16 @@ use balcao::store::{ActionStore, BookingStore, ChargeStore, InboundStore, Outbox
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};
 
-use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config};
 use crate::contract;
-use crate::payloads::{bytes, envelope, text};
-use crate::scenario::{STAFF, Scenario, merchant_file};
-
-pub(crate) const CUSTOMER: &str = "5511999990001";
-
-pub(crate) fn button(from: &str, wamid: &str, id: &str) -> Value {
-    json!({ "from": from, "id": wamid, "timestamp": "1", "type": "interactive",
-            "context": { "from": "15550783881", "id": "wamid.offer" },
-            "interactive": { "type": "button_reply", "button_reply": { "id": id, "title": "Confirmar" } } })
-}
+use crate::support::clicks::{CUSTOMER, button, inbox, last_buttons, post, propose_charge};
+use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config};
+use crate::support::payloads::{bytes, envelope, text};
+use crate::support::scenario::{STAFF, Scenario, merchant_file};
 
 fn quick_reply(from: &str, wamid: &str, payload: &str) -> Value {
     json!({ "from": from, "id": wamid, "timestamp": "1", "type": "button",
             "context": { "from": "15550783881", "id": "wamid.template" },
             "button": { "payload": payload, "text": "Confirmo" } })
-}
-
-pub(crate) async fn post(app: &TestApp, from: &str, message: Value) {
-    let status = app.post_webhook(&bytes(&envelope(PHONE_NUMBER_ID, from, vec![message]))).await.status();
-    assert_eq!(status, 200);
-}
-
-/// Everything queued for `wa_id`, oldest first.
-pub(crate) async fn inbox(db: &TestDb, tenant: TenantId, wa_id: &str) -> Vec<OutboundMessage> {
-    db.store.outbound_for_wa_id(tenant, wa_id, 0).await.unwrap().into_iter().map(|r| r.message.0).collect()
-}
-
-fn last_buttons(messages: &[OutboundMessage]) -> Vec<String> {
-    match messages.last() {
-        Some(OutboundMessage::Buttons { buttons, .. }) => buttons.iter().map(|b| b.id.clone()).collect(),
-        other => panic!("expected buttons, got {other:?}"),
-    }
-}
-
-/// The merchant walks the guided "Nova cobrança" form; returns the proposal's Confirmar id.
-pub(crate) async fn propose_charge(db: &TestDb, app: &TestApp, s: &Scenario, tag: &str) -> String {
-    post(app, STAFF, text(&format!("wamid.{tag}.1"), STAFF, "oi")).await;
-    app.drain_turns().await;
-    let menu = inbox(db, s.tenant.id, STAFF).await;
-    assert_eq!(last_buttons(&menu), ["m:charge", "m:today", "m:agenda"]);
-    post(app, STAFF, button(STAFF, &format!("wamid.{tag}.2"), "m:charge")).await;
-    app.drain_turns().await;
-    for (n, answer) in ["50,00", "11 99999-0001", "Corte e barba"].iter().enumerate() {
-        post(app, STAFF, text(&format!("wamid.{tag}.{}", n + 3), STAFF, answer)).await;
-        app.drain_turns().await;
-    }
-    let offer = inbox(db, s.tenant.id, STAFF).await;
-    assert!(offer.last().unwrap().body().contains("R$ 50,00"), "{:?}", offer.last());
-    let ids = last_buttons(&offer);
-    assert!(ClickId::parse(&ids[0]).is_some_and(|c| c.decision == Decision::Confirm), "{ids:?}");
-    ids[0].clone()
 }
 
 async fn app_with_customer(db: &TestDb, s: &Scenario) -> TestApp {
@@ -224,7 +181,7 @@ contract!(a_crash_between_confirm_and_execution_is_finished_once, |db| async mov
 contract!(a_customer_cancels_with_a_button_and_an_old_button_books_nothing, |db| async move {
     let s = Scenario::with_merchant(db).await;
     let app = app_with_customer(db, &s).await;
-    let c = crate::scenario::Customer {
+    let c = crate::support::scenario::Customer {
         contact: staff_or_customer(db, &s, CUSTOMER).await,
         conversation: db
             .store
@@ -351,7 +308,8 @@ contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| asyn
     };
     assert!(db.store.decide_action(click.action, Decision::Confirm, &by, chrono::Utc::now()).await.unwrap());
     let replier = balcao::jobs::Replier::new(db.store.clone(), None, true, Default::default());
-    let execute = ExecuteAction { store: db.store.clone(), replier, gateways: crate::common::sandbox_gateways() };
+    let execute =
+        ExecuteAction { store: db.store.clone(), replier, gateways: crate::support::common::sandbox_gateways() };
     let ctx = CallContext {
         tenant: &s.tenant,
         customer: merchant,
@@ -362,7 +320,7 @@ contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| asyn
         tool_use_id: None,
         now: chrono::Utc::now(),
     };
-    let executor = Executor::new(db.store.clone(), crate::scenario::LEASE);
+    let executor = Executor::new(db.store.clone(), crate::support::scenario::LEASE);
     let input = json!({ "action_id": click.action.to_string() });
     assert!(matches!(executor.execute(&execute, &ctx, &input).await.unwrap(), Outcome::Executed(_)));
 

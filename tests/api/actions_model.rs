@@ -5,12 +5,12 @@
 use balcao::store::{ActionStore, BookingStore, ChargeStore, InboundStore, JobStore, OutboxStore};
 use serde_json::{Value, json};
 
-use crate::agent::{agent_config, slot};
-use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb};
 use crate::contract;
-use crate::fake_model::{FakeModel, says, tool_use};
-use crate::payloads::{bytes, envelope, text};
-use crate::scenario::{Customer, STAFF, Scenario};
+use crate::support::agent::{agent_config, slot};
+use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb};
+use crate::support::fake_model::{FakeModel, says, tool_use};
+use crate::support::payloads::{bytes, envelope, text};
+use crate::support::scenario::{Customer, STAFF, Scenario};
 
 const CUSTOMER: &str = "5511999990001";
 

@@ -2,33 +2,15 @@
 //! through the executor, the reply in the outbox. Both databases.
 
 use balcao::store::{BookingStore, HistoryStore, JobStore, OutboxStore};
-use chrono::{Datelike, TimeDelta, Utc, Weekday};
+use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 
-use crate::common::{TestApp, TestDb, test_config};
 use crate::contract;
-use crate::fake_model::{FakeModel, Reply, ok, says, status, tool_use};
-use crate::payloads::{bytes, text_payload};
-use crate::scenario::Scenario;
-
-/// A weekday at least two days ahead, 14:00 in São Paulo (Zé works then).
-pub fn slot() -> String {
-    let mut day = (Utc::now() + TimeDelta::days(2)).date_naive();
-    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
-        day = day.succ_opt().unwrap();
-    }
-    format!("{day}T14:00:00-03:00")
-}
-
-/// The app answering with the fake model; replies stay local: this is about the turn.
-pub fn agent_config(fake: &FakeModel, extra: &[(&str, &str)]) -> balcao::config::Config {
-    let mut vars =
-        vec![("AGENT", "anthropic"), ("ANTHROPIC_API_KEY", "sk-test"), ("ANTHROPIC_BASE_URL", fake.url.as_str())];
-    vars.extend_from_slice(extra);
-    let mut config = test_config("http://127.0.0.1:9", &vars);
-    config.whatsapp.access_token = None;
-    config
-}
+use crate::support::agent::{agent_config, slot};
+use crate::support::common::{TestApp, TestDb, test_config};
+use crate::support::fake_model::{FakeModel, Reply, ok, says, status, tool_use};
+use crate::support::payloads::{bytes, text_payload};
+use crate::support::scenario::Scenario;
 
 async fn agent_app(db: &TestDb, fake: &FakeModel, extra: &[(&str, &str)]) -> (Scenario, TestApp) {
     let s = Scenario::new(db).await;

@@ -12,7 +12,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 use crate::contract;
-use crate::scenario::{Scenario, catalog_file, now};
+use crate::support::scenario::{Scenario, catalog_file, now};
 
 pub fn executed(o: Outcome) -> Value {
     match o {

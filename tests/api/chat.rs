@@ -9,9 +9,9 @@ use balcao::domain::Secret;
 use balcao::simulator::chat::ChatSession;
 use tokio::sync::oneshot;
 
-use crate::common::{TestApp, local_test_config, test_config};
 use crate::contract;
-use crate::scenario::Scenario;
+use crate::support::common::{TestApp, local_test_config, test_config};
+use crate::support::scenario::Scenario;
 
 contract!(a_customer_chats_through_the_menu_from_the_terminal, |db| async move {
     Scenario::new(db).await;
@@ -63,7 +63,7 @@ contract!(the_simulator_api_is_closed_when_whatsapp_is_live, |db| async move {
     let ok = admin.http.get(format!("{}{TENANT_PATH}", admin.url)).bearer_auth("let-me-in").send().await.unwrap();
     assert_eq!(ok.status(), 200);
     let body: serde_json::Value = ok.json().await.unwrap();
-    assert_eq!(body["phone_number_id"], crate::common::PHONE_NUMBER_ID);
+    assert_eq!(body["phone_number_id"], crate::support::common::PHONE_NUMBER_ID);
     let bad = admin
         .http
         .get(format!("{}/simulator/api/tenants/barbearia/outbox?wa_id=not-a-phone", admin.url))
@@ -78,7 +78,7 @@ contract!(the_simulator_api_is_closed_when_whatsapp_is_live, |db| async move {
 // with its own. The simulator API would show any customer's replies, so it stays closed.
 contract!(the_simulator_api_is_closed_with_per_tenant_tokens, |db| async move {
     Scenario::new(db).await;
-    db.tenant_with(crate::common::PHONE_NUMBER_ID, "barbearia", Some("EAAG-tenant-token")).await;
+    db.tenant_with(crate::support::common::PHONE_NUMBER_ID, "barbearia", Some("EAAG-tenant-token")).await;
     let mut config = test_config("http://127.0.0.1:9", &[]);
     config.whatsapp.access_token = None;
     let closed = TestApp::spawn(db, config.clone()).await;

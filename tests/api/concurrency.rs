@@ -13,11 +13,11 @@ use balcao::store::{InboundStore, JobStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{TimeDelta, Utc};
 
-use crate::common::{TestApp, test_config};
 use crate::contract;
-use crate::fake_graph::FakeGraph;
-use crate::jobs::{record, timing};
-use crate::payloads::{bytes, fixture};
+use crate::support::common::{TestApp, test_config};
+use crate::support::fake_graph::FakeGraph;
+use crate::support::payloads::{bytes, fixture};
+use crate::support::queue::{record, timing};
 
 contract!(fifty_concurrent_deliveries_store_one_message_one_turn_one_reply, |db| async move {
     let tenant = db.tenant().await;

@@ -11,12 +11,12 @@ use chrono::{Datelike, Days, NaiveDate, Utc, Weekday};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::actions::inbox;
-use crate::common::{TestApp, TestDb, local_test_config};
-use crate::console::Console;
 use crate::contract;
-use crate::jobs::timing;
-use crate::scenario::{Customer, Scenario};
+use crate::support::clicks::inbox;
+use crate::support::common::{TestApp, TestDb, local_test_config};
+use crate::support::console::Console;
+use crate::support::queue::timing;
+use crate::support::scenario::{Customer, Scenario};
 
 const SLUG: &str = "barbearia";
 

@@ -8,13 +8,14 @@ use balcao::store::{ConversationViewStore, LedgerStore};
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::agent::{agent_config, slot};
-use crate::common::{TestApp, TestDb};
-use crate::console::{Console, ConsoleApp, PASSWORD, field_value};
 use crate::contract;
-use crate::fake_model::{FakeModel, Reply, says};
-use crate::payloads::{bytes, envelope, text, text_payload};
-use crate::scenario::Scenario;
+use crate::support::agent::{agent_config, slot};
+use crate::support::common::TestApp;
+use crate::support::console::conversation_of;
+use crate::support::console::{Console, ConsoleApp, PASSWORD, field_value};
+use crate::support::fake_model::{FakeModel, Reply, says};
+use crate::support::payloads::{bytes, envelope, text, text_payload};
+use crate::support::scenario::Scenario;
 
 /// An Anthropic response with its own request id and token counts.
 fn traced(request_id: &'static str, content: serde_json::Value, stop: &str, input: u64, output: u64) -> Reply {
@@ -24,18 +25,6 @@ fn traced(request_id: &'static str, content: serde_json::Value, stop: &str, inpu
         body: json!({ "content": content, "stop_reason": stop, "usage": { "input_tokens": input, "output_tokens": output } }),
         delay: std::time::Duration::ZERO,
     }
-}
-
-/// The conversation of `wa_id` in the tenant.
-pub async fn conversation_of(db: &TestDb, tenant: balcao::domain::TenantId, wa_id: &str) -> i64 {
-    db.store
-        .conversations_page(tenant, 500, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|c| c.wa_id.as_deref() == Some(wa_id))
-        .map(|c| c.id)
-        .expect("a conversation")
 }
 
 /// What askama's HTML escaping makes of `s`.

@@ -8,13 +8,13 @@ use chrono::{TimeDelta, Utc};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::actions::{CUSTOMER, button, post, propose_charge};
-use crate::common::{TestApp, TestDb, local_test_config};
-use crate::console::{Console, ConsoleApp};
 use crate::contract;
-use crate::jobs::{record, timing};
-use crate::payloads::text;
-use crate::scenario::{STAFF, Scenario};
+use crate::support::clicks::{CUSTOMER, button, post, propose_charge};
+use crate::support::common::{TestApp, TestDb, local_test_config};
+use crate::support::console::{Console, ConsoleApp};
+use crate::support::payloads::text;
+use crate::support::queue::{record, timing};
+use crate::support::scenario::{STAFF, Scenario};
 
 /// Buries a fresh job of `tenant` (one permanent failure); its id.
 async fn dead_job(db: &TestDb, tenant: &balcao::tenant::Tenant, phone: &str) -> JobId {

@@ -15,9 +15,9 @@ use balcao::whatsapp::OutboundMessage;
 use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};
 use serde_json::{Value, json};
 
-use crate::common::{TestDb, sandbox_gateways};
 use crate::contract;
-use crate::scenario::{Customer, LEASE, STAFF, Scenario, merchant_file};
+use crate::support::common::{TestDb, sandbox_gateways};
+use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, merchant_file};
 
 const ANA: &str = "5511999990001";
 const BETO: &str = "5511999990002";

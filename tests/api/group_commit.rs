@@ -13,7 +13,7 @@ use balcao::store::{InboundStore, IntakeStore, JobStore, Recorded};
 use chrono::Utc;
 
 use crate::contract;
-use crate::jobs::{message, timing};
+use crate::support::queue::{message, timing};
 
 fn settings(batch_max: usize, window_ms: u64, writers: usize) -> IntakeConfig {
     IntakeConfig { batch_max, batch_window: Duration::from_millis(window_ms), writers }

@@ -6,10 +6,10 @@ use balcao::store::{BookingStore, CatalogStore, OutboxStore, TenantStore};
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};
 
-use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb, test_config};
 use crate::contract;
-use crate::payloads::{bytes, envelope, text};
-use crate::scenario::Scenario;
+use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, test_config};
+use crate::support::payloads::{bytes, envelope, text};
+use crate::support::scenario::Scenario;
 
 const FROM: &str = "5511999990001";
 

@@ -13,14 +13,14 @@ use balcao::store::{ConversationViewStore, HandoffStore, OutboxStore};
 use chrono::{TimeDelta, Utc};
 use reqwest::StatusCode;
 
-use crate::agent::agent_config;
-use crate::common::{TestApp, TestDb};
-use crate::console::{Console, field_value};
-use crate::console_conversations::conversation_of;
 use crate::contract;
-use crate::fake_model::{FakeModel, says};
-use crate::payloads::{bytes, text_payload};
-use crate::scenario::{STAFF, Scenario};
+use crate::support::agent::agent_config;
+use crate::support::common::{TestApp, TestDb};
+use crate::support::console::conversation_of;
+use crate::support::console::{Console, field_value};
+use crate::support::fake_model::{FakeModel, says};
+use crate::support::payloads::{bytes, text_payload};
+use crate::support::scenario::{STAFF, Scenario};
 
 const CUSTOMER: &str = "5511999990001";
 
@@ -200,7 +200,7 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
     use balcao::store::InboundStore;
     use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
     let s = Scenario::with_merchant(db).await;
-    let app = TestApp::spawn(db, crate::common::local_test_config("http://127.0.0.1:9", &[])).await;
+    let app = TestApp::spawn(db, crate::support::common::local_test_config("http://127.0.0.1:9", &[])).await;
     // The customer's last message is two days old: WhatsApp allows only templates now.
     let message = NewInbound {
         provider_message_id: "wamid.old".into(),
@@ -221,7 +221,7 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
             s.tenant.id,
             &message,
             balcao::store::JobKind::Turn,
-            &crate::jobs::timing(0, 0, 5),
+            &crate::support::queue::timing(0, 0, 5),
             two_days_ago,
         )
         .await

@@ -27,14 +27,14 @@ use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::agent::{agent_config, slot};
 use crate::booking::executed;
-use crate::common::{TestApp, TestDb, test_config};
 use crate::contract;
-use crate::fake_model::{FakeModel, says, tool_use};
-use crate::jobs::{record, timing};
-use crate::payloads::{bytes, text_payload};
-use crate::scenario::{Scenario, catalog_file};
+use crate::support::agent::{agent_config, slot};
+use crate::support::common::{TestApp, TestDb, test_config};
+use crate::support::fake_model::{FakeModel, says, tool_use};
+use crate::support::payloads::{bytes, text_payload};
+use crate::support::queue::{record, timing};
+use crate::support::scenario::{Scenario, catalog_file};
 
 fn refusal(o: &Outcome) -> (&str, &Value) {
     match o {
@@ -65,7 +65,7 @@ contract!(a_refusal_about_the_world_is_evaluated_again, |db| async move {
     // Outside hours now; once the hours change, the same request books.
     let late = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": "2026-03-11T19:00:00-03:00" });
     assert_eq!(refusal(&s.call(&a, "create_booking", late.clone()).await).1["reason"], "not_available");
-    let longer = catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, "America/Sao_Paulo")
+    let longer = catalog_file("barbearia", crate::support::common::PHONE_NUMBER_ID, "America/Sao_Paulo")
         .replace("wed = [\"09:00-12:00\", \"13:00-18:00\"]", "wed = [\"09:00-12:00\", \"13:00-20:00\"]");
     let spec = TenantSpec::parse(&longer).unwrap();
     db.store.apply_catalog(s.tenant.id, &spec.catalog).await.unwrap();
@@ -259,7 +259,7 @@ fn agent_with(store: &Store, replier: Replier, fake: &FakeModel, stop: Stop) -> 
     let clicks = Arc::new(balcao::actions::ClickHandler::new(
         store.clone(),
         replier.clone(),
-        crate::common::sandbox_gateways(),
+        crate::support::common::sandbox_gateways(),
         Duration::from_secs(120),
     ));
     let mut tools = balcao::agent::tools::booking_tools(store, &clicks.proposer, &clicks);

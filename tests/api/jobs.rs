@@ -5,52 +5,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use balcao::domain::{ConversationId, JobId};
 use balcao::jobs::{RunOutcome, Worker};
 use balcao::jobs::{Turn, TurnHandler};
 use balcao::metrics::Metrics;
-use balcao::store::{FailOutcome, JobKind, JobState, TurnTiming};
-use balcao::store::{InboundStore, JobStore, Recorded, Store};
-use balcao::tenant::Tenant;
-use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
+use balcao::store::{FailOutcome, JobState, TurnTiming};
+use balcao::store::{InboundStore, JobStore};
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::common::{TestDb, test_config};
 use crate::contract;
-
-pub fn timing(debounce_s: i64, cap_s: i64, max_attempts: u32) -> TurnTiming {
-    TurnTiming { debounce: TimeDelta::seconds(debounce_s), debounce_max: TimeDelta::seconds(cap_s), max_attempts }
-}
-
-pub fn message(wamid: &str, wa_id: &str) -> NewInbound {
-    NewInbound {
-        provider_message_id: wamid.to_owned(),
-        contact: ContactIdentity {
-            wa_id: Some(balcao::domain::PhoneE164::parse(wa_id).unwrap()),
-            user_id: None,
-            username: None,
-            profile_name: Some("Ana".into()),
-        },
-        content: InboundContent::Text { body: format!("msg {wamid}") },
-        context_id: None,
-        sent_at: None,
-        raw: serde_json::json!({ "id": wamid }),
-    }
-}
-
-pub async fn record(
-    store: &Store,
-    tenant: &Tenant,
-    wamid: &str,
-    wa_id: &str,
-    t: &TurnTiming,
-    now: DateTime<Utc>,
-) -> (ConversationId, JobId) {
-    match store.record_inbound(tenant.id, &message(wamid, wa_id), JobKind::Turn, t, now).await.unwrap() {
-        Recorded::New { conversation, job } => (conversation, job),
-        Recorded::Duplicate => panic!("{wamid} was a duplicate"),
-    }
-}
+use crate::support::common::{TestDb, test_config};
+use crate::support::queue::{message, record, timing};
 
 fn t0() -> DateTime<Utc> {
     // Microsecond precision, as PostgreSQL stores it.

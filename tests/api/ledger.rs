@@ -18,9 +18,9 @@ use chrono::TimeDelta;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use crate::common::TestDb;
 use crate::contract;
-use crate::scenario::{Customer, LEASE, Scenario, now};
+use crate::support::common::TestDb;
+use crate::support::scenario::{Customer, LEASE, Scenario, now};
 
 #[derive(Clone)]
 enum Behaviour {

@@ -9,7 +9,7 @@ use balcao::llm::openai::OpenAiClient;
 use balcao::llm::{Block, ChatMessage, ModelClient, ModelError, ModelRequest, RetryPolicy, Role, StopReason, ToolDef};
 use serde_json::{Value, json};
 
-use crate::fake_model::{FakeModel, ok, status};
+use crate::support::fake_model::{FakeModel, ok, status};
 
 fn fast_retry() -> RetryPolicy {
     RetryPolicy { max_retries: 2, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(50) }

@@ -5,10 +5,10 @@ use balcao::app::App;
 use balcao::jobs::RunOutcome;
 use balcao::store::OutboxStore;
 
-use crate::common::{PHONE_NUMBER_ID, TestApp, local_test_config, test_config};
 use crate::contract;
-use crate::fake_graph::FakeGraph;
-use crate::payloads::{bytes, fixture};
+use crate::support::common::{PHONE_NUMBER_ID, TestApp, local_test_config, test_config};
+use crate::support::fake_graph::FakeGraph;
+use crate::support::payloads::{bytes, fixture};
 
 // The development secret is public: if a token applied at run time made a local-mode server
 // send, anyone could make it message customers through the real number.

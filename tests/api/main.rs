@@ -2,9 +2,7 @@
 //! PostgreSQL, the HTTP edge against a real server on port 0, and outside APIs against
 //! loopback fakes that speak the documented wire formats.
 
-mod common;
-mod fake_graph;
-mod fake_model;
+mod support;
 
 mod actions;
 mod actions_model;
@@ -32,14 +30,11 @@ mod metrics;
 mod model_cost;
 mod outbound_kinds;
 mod outbox;
-mod payloads;
 mod payments;
 mod pipeline;
-mod pix_bacen;
 mod pix_psp;
 mod privacy;
 mod reminders;
-mod scenario;
 mod simulator_page;
 mod tenants;
 mod turn_end;

@@ -4,10 +4,10 @@
 use balcao::store::JobStore;
 use chrono::{TimeDelta, Utc};
 
-use crate::common::{TestApp, test_config};
 use crate::contract;
-use crate::fake_graph::FakeGraph;
-use crate::payloads::{bytes, text_payload};
+use crate::support::common::{TestApp, test_config};
+use crate::support::fake_graph::FakeGraph;
+use crate::support::payloads::{bytes, text_payload};
 
 /// The value of an unlabelled sample `name` in the exposition `text`.
 fn sample(text: &str, name: &str) -> Option<f64> {

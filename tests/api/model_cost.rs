@@ -5,12 +5,12 @@
 
 use serde_json::{Value, json};
 
-use crate::agent::{agent_config, slot};
-use crate::common::TestApp;
 use crate::contract;
-use crate::fake_model::{FakeModel, says, tool_use};
-use crate::payloads::{bytes, text_payload};
-use crate::scenario::Scenario;
+use crate::support::agent::{agent_config, slot};
+use crate::support::common::TestApp;
+use crate::support::fake_model::{FakeModel, says, tool_use};
+use crate::support::payloads::{bytes, text_payload};
+use crate::support::scenario::Scenario;
 use balcao::store::BookingStore;
 
 fn size(v: &Value) -> usize {

@@ -11,10 +11,10 @@ use balcao::whatsapp::{OutboundMessage, Recipient};
 use chrono::{TimeDelta, Utc};
 use serde_json::json;
 
-use crate::common::{ACCESS_TOKEN, PHONE_NUMBER_ID, TestApp, TestDb, test_config};
 use crate::contract;
-use crate::fake_graph::{FakeGraph, Reply};
-use crate::jobs::{record, timing};
+use crate::support::common::{ACCESS_TOKEN, PHONE_NUMBER_ID, TestApp, TestDb, test_config};
+use crate::support::fake_graph::{FakeGraph, Reply};
+use crate::support::queue::{record, timing};
 
 const CUSTOMER: &str = "+5511999990001";
 const BR_CODE: &str = "00020101021226820014br.gov.bcb.pix2560pix.example.com/qr/v2/cobv/9d36b84f5204000053039865802BR5913BARBEARIA ZE6009SAO PAULO62070503***63041D3D";

@@ -5,10 +5,10 @@ use balcao::outbox::SendOutcome;
 use balcao::store::OutboxStore;
 use chrono::{TimeDelta, Utc};
 
-use crate::common::{ACCESS_TOKEN, TestApp, TestDb, test_config};
 use crate::contract;
-use crate::fake_graph::{FakeGraph, Reply};
-use crate::payloads::{bytes, fixture, status_payload};
+use crate::support::common::{ACCESS_TOKEN, TestApp, TestDb, test_config};
+use crate::support::fake_graph::{FakeGraph, Reply};
+use crate::support::payloads::{bytes, fixture, status_payload};
 
 /// A tenant, an app on the fake Graph API, and one acknowledged turn waiting in the outbox.
 async fn one_reply_queued(db: &TestDb, extra: &[(&str, &str)]) -> (TestApp, FakeGraph, balcao::tenant::Tenant) {
@@ -30,7 +30,7 @@ contract!(a_reply_is_sent_with_token_key_and_documented_shape, |db| async move {
     let sends = graph.sends();
     assert_eq!(sends.len(), 1);
     let send = &sends[0];
-    assert_eq!(send.phone_number_id, crate::common::PHONE_NUMBER_ID);
+    assert_eq!(send.phone_number_id, crate::support::common::PHONE_NUMBER_ID);
     assert_eq!(send.authorization.as_deref(), Some(format!("Bearer {ACCESS_TOKEN}").as_str()));
     assert_eq!(send.body["messaging_product"], "whatsapp");
     // The guided menu: reply buttons in the documented shape.
@@ -146,10 +146,10 @@ contract!(without_an_access_token_replies_stay_local, |db| async move {
 
     // A tenant token overrides the missing global one.
     let other = db.tenant_with("200200200", "outra", Some("EAAG-tenant-token")).await;
-    let body = crate::payloads::envelope(
+    let body = crate::support::payloads::envelope(
         "200200200",
         "5511977776666",
-        vec![crate::payloads::text("wamid.t2", "5511977776666", "oi")],
+        vec![crate::support::payloads::text("wamid.t2", "5511977776666", "oi")],
     );
     assert_eq!(app.post_webhook(&bytes(&body)).await.status(), 200);
     app.drain_turns().await;
@@ -169,10 +169,10 @@ contract!(senders_racing_send_each_row_once_in_conversation_order, |db| async mo
     let customers: Vec<String> = (0..6).map(|c| format!("55119888800{c:02}")).collect();
     for round in 0..2 {
         for (c, customer) in customers.iter().enumerate() {
-            let body = crate::payloads::envelope(
-                crate::common::PHONE_NUMBER_ID,
+            let body = crate::support::payloads::envelope(
+                crate::support::common::PHONE_NUMBER_ID,
                 customer,
-                vec![crate::payloads::text(&format!("wamid.race.{round}.{c}"), customer, "oi")],
+                vec![crate::support::payloads::text(&format!("wamid.race.{round}.{c}"), customer, "oi")],
             );
             assert_eq!(app.post_webhook(&bytes(&body)).await.status(), 200);
         }
@@ -209,8 +209,15 @@ async fn postgres_a_reply_is_sent_at_once_by_a_server_whose_clock_is_behind() {
     let Some(db) = TestDb::postgres().await else { return };
     let tenant = db.tenant().await;
     let graph = FakeGraph::start().await;
-    crate::jobs::record(&db.store, &tenant, "wamid.behind", "5511999990001", &crate::jobs::timing(0, 0, 5), Utc::now())
-        .await;
+    crate::support::queue::record(
+        &db.store,
+        &tenant,
+        "wamid.behind",
+        "5511999990001",
+        &crate::support::queue::timing(0, 0, 5),
+        Utc::now(),
+    )
+    .await;
     // This server's clock reads two minutes behind the database's. A turn's end stamps its
     // replies on the database's clock, so the sender must read that clock too, or it would
     // see the reply as due two minutes from now.

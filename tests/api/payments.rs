@@ -13,12 +13,12 @@ use balcao::pix::{Gateways, MapSecrets};
 use balcao::store::{ChargeStore, PaymentStore};
 use serde_json::json;
 
-use crate::actions::{CUSTOMER, button, inbox, post, propose_charge};
-use crate::common::{TestApp, local_test_config};
 use crate::contract;
-use crate::payloads::text;
-use crate::pix_psp::fake_asaas::{API_KEY, FakeAsaas, WEBHOOK_TOKEN};
-use crate::scenario::{STAFF, Scenario, merchant_file};
+use crate::support::clicks::{CUSTOMER, button, inbox, post, propose_charge};
+use crate::support::common::{TestApp, local_test_config};
+use crate::support::fake_asaas::{API_KEY, FakeAsaas, WEBHOOK_TOKEN};
+use crate::support::payloads::text;
+use crate::support::scenario::{STAFF, Scenario, merchant_file};
 
 fn secrets() -> Arc<MapSecrets> {
     Arc::new(MapSecrets(HashMap::from([
@@ -128,7 +128,7 @@ contract!(notifications_for_unknown_tenants_or_the_sandbox_are_not_found, |db| a
 
 /// A notification that arrives before the charge it is about, then the charge; `given_up`: the
 /// event's looks ran out (it is unmatched) before the charge was recorded.
-async fn early_notification(db: &crate::common::TestDb, given_up: bool) {
+async fn early_notification(db: &crate::support::common::TestDb, given_up: bool) {
     let fake = FakeAsaas::start().await;
     let s = Scenario::from_file(db, &asaas_file(&fake)).await;
     let mut config = local_test_config("http://127.0.0.1:9", &[]);
@@ -228,7 +228,7 @@ contract!(a_notification_is_looked_at_by_one_process_at_a_time, |db| async move 
 // timeout before its lookup: one payment at the provider, recorded, one code to the customer.
 // (Before the wait, the takeover looked up at once, found nothing and posted a second one.)
 contract!(a_charge_taken_over_from_an_attempt_still_sending_is_created_once, |db| async move {
-    use crate::pix_psp::fake_asaas::{Fault, Route};
+    use crate::support::fake_asaas::{Fault, Route};
     use balcao::actions::{ConfirmedVia, ExecuteAction};
     use balcao::domain::{ClickId, Decision};
     use balcao::ledger::{CallContext, Executor, LedgerState, Outcome};

@@ -13,10 +13,10 @@ use balcao::store::{JobStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use tokio::sync::oneshot;
 
-use crate::common::{APP_SECRET, test_config};
 use crate::contract;
-use crate::fake_graph::FakeGraph;
-use crate::payloads::{bytes, fixture};
+use crate::support::common::{APP_SECRET, test_config};
+use crate::support::fake_graph::FakeGraph;
+use crate::support::payloads::{bytes, fixture};
 
 async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
     for _ in 0..500 {

@@ -4,12 +4,8 @@
 //! soon as a request arrives. No database; no assertion on elapsed time.
 
 mod asaas;
-pub mod fake_asaas;
-mod fake_mercadopago;
-pub mod loopback;
+mod bacen;
 mod mercadopago;
-
-pub use loopback::{HANG, Loopback, brcode, locked};
 
 use std::time::Duration;
 

@@ -17,12 +17,12 @@ use chrono::{Datelike, TimeDelta, Utc, Weekday};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::actions::{button, inbox, post, propose_charge};
-use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config, sandbox_gateways};
-use crate::console::Console;
 use crate::contract;
-use crate::payloads::{bytes, envelope, text};
-use crate::scenario::{Customer, LEASE, STAFF, Scenario, catalog_file, merchant_file};
+use crate::support::clicks::{button, inbox, post, propose_charge};
+use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config, sandbox_gateways};
+use crate::support::console::Console;
+use crate::support::payloads::{bytes, envelope, text};
+use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, catalog_file, merchant_file};
 
 const CUSTOMER: &str = "5511999990001";
 const OTHER: &str = "5511999990002";

@@ -11,10 +11,10 @@ use balcao::whatsapp::OutboundMessage;
 use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};
 use serde_json::{Value, json};
 
-use crate::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config};
 use crate::contract;
-use crate::payloads::{bytes, envelope};
-use crate::scenario::{Scenario, catalog_file, now};
+use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config};
+use crate::support::payloads::{bytes, envelope};
+use crate::support::scenario::{Scenario, catalog_file, now};
 
 const CUSTOMER: &str = "5511999990001";
 

@@ -7,10 +7,10 @@ use balcao::store::{InboundStore, OutboxStore, TenantStore};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::common::{TestApp, TestDb, local_test_config, test_config};
-use crate::console::Console;
 use crate::contract;
-use crate::scenario::{STAFF, Scenario};
+use crate::support::common::{TestApp, TestDb, local_test_config, test_config};
+use crate::support::console::Console;
+use crate::support::scenario::{STAFF, Scenario};
 
 const CUSTOMER: &str = "+5511999990001";
 const MESSAGES: &str = "/simulator/api/tenants/barbearia/messages";
@@ -47,7 +47,8 @@ contract!(the_page_renders_in_local_mode, |db| async move {
 });
 
 contract!(a_tenant_name_is_escaped_on_the_page, |db| async move {
-    let file = crate::scenario::merchant_file().replacen("Barbearia do Zé", "Zé <script>alert(1)</script> & Cia", 1);
+    let file =
+        crate::support::scenario::merchant_file().replacen("Barbearia do Zé", "Zé <script>alert(1)</script> & Cia", 1);
     Scenario::from_file(db, &file).await;
     let app = local_app(db).await;
     let html = app.get("/simulator").await.text().await.unwrap();

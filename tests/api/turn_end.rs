@@ -15,11 +15,11 @@ use balcao::store::{NewOutbound, OutboxKey};
 use balcao::whatsapp::{OutboundMessage, Recipient};
 use chrono::{TimeDelta, Utc};
 
-use crate::common::{TestApp, test_config};
 use crate::contract;
-use crate::fake_graph::FakeGraph;
-use crate::jobs::{record, timing};
-use crate::payloads::{bytes, fixture};
+use crate::support::common::{TestApp, test_config};
+use crate::support::fake_graph::FakeGraph;
+use crate::support::payloads::{bytes, fixture};
+use crate::support::queue::{record, timing};
 
 /// Stages a reply and the turn's history every time; fails after staging on its first run.
 struct StagesThenFails {

@@ -8,10 +8,10 @@ use balcao::jobs::{Turn, TurnHandler};
 use balcao::store::{InboundStore, JobStore};
 use serde_json::json;
 
-use crate::common::{APP_SECRET, TestApp, TestDb, VERIFY_TOKEN, test_config};
 use crate::contract;
-use crate::fake_graph::FakeGraph;
-use crate::payloads::{bytes, envelope, fixture, text, text_payload};
+use crate::support::common::{APP_SECRET, TestApp, TestDb, VERIFY_TOKEN, test_config};
+use crate::support::fake_graph::FakeGraph;
+use crate::support::payloads::{bytes, envelope, fixture, text, text_payload};
 
 /// Records the turns it is given and answers nothing.
 #[derive(Default, Clone)]
@@ -160,7 +160,9 @@ contract!(every_documented_message_type_is_stored, |db| async move {
                "reaction": {"message_id": "wamid.x", "emoji": "👍"}}),
     ];
     assert_eq!(
-        app.post_webhook(&bytes(&envelope(crate::common::PHONE_NUMBER_ID, "16505551234", others))).await.status(),
+        app.post_webhook(&bytes(&envelope(crate::support::common::PHONE_NUMBER_ID, "16505551234", others)))
+            .await
+            .status(),
         200
     );
     assert_eq!(db.store.count_inbound(tenant.id).await.unwrap(), 9);
@@ -194,7 +196,7 @@ contract!(a_bad_element_does_not_drop_its_siblings, |db| async move {
             "not an object",
             { "id": "1", "changes": [
                 { "field": "messages", "value": {
-                    "metadata": { "phone_number_id": crate::common::PHONE_NUMBER_ID },
+                    "metadata": { "phone_number_id": crate::support::common::PHONE_NUMBER_ID },
                     "contacts": [{ "wa_id": "16505551234", "profile": { "name": "Ana" } }, 42],
                     "messages": [
                         text("wamid.first", "16505551234", "primeira"),
@@ -272,7 +274,7 @@ contract!(business_scoped_user_without_phone_is_keyed_by_user_id, |db| async mov
     let body = json!({
         "object": "whatsapp_business_account",
         "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
-            "metadata": { "phone_number_id": crate::common::PHONE_NUMBER_ID },
+            "metadata": { "phone_number_id": crate::support::common::PHONE_NUMBER_ID },
             "contacts": [{ "user_id": "BR.1502576394655843", "profile": { "name": "Bia", "username": "bia" } }],
             "messages": [{ "from_user_id": "BR.1502576394655843", "id": "wamid.bsuid", "timestamp": "1",
                            "type": "text", "text": { "body": "oi" } }]
@@ -302,7 +304,7 @@ fn identity_payload(wamid: &str, phone: Option<&str>, user_id: Option<&str>) -> 
     json!({
         "object": "whatsapp_business_account",
         "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
-            "metadata": { "phone_number_id": crate::common::PHONE_NUMBER_ID },
+            "metadata": { "phone_number_id": crate::support::common::PHONE_NUMBER_ID },
             "contacts": [contact],
             "messages": [message]
         }}]}]
@@ -310,7 +312,7 @@ fn identity_payload(wamid: &str, phone: Option<&str>, user_id: Option<&str>) -> 
 }
 
 contract!(a_customer_who_switches_to_a_user_id_stays_one_contact, |db| async move {
-    use crate::scenario::{Customer, Scenario};
+    use crate::support::scenario::{Customer, Scenario};
     const PHONE: &str = "5511999990003";
     const USER: &str = "BR.1502576394655843";
     let s = Scenario::new(db).await;
@@ -360,7 +362,7 @@ mod random_bodies {
             any::<bool>().prop_map(serde_json::Value::from),
             any::<i64>().prop_map(serde_json::Value::from),
             "[a-z0-9.+]{0,12}".prop_map(serde_json::Value::from),
-            Just(json!(crate::common::PHONE_NUMBER_ID)),
+            Just(json!(crate::support::common::PHONE_NUMBER_ID)),
         ];
         leaf.prop_recursive(5, 64, 6, |inner| {
             prop_oneof![

@@ -6,10 +6,10 @@ use balcao::domain::{ContactId, ConversationId, TenantId};
 use balcao::store::{BookingStore, ConsoleAgendaStore, ConversationViewStore, TenantStore};
 use serde_json::json;
 
-use crate::common::TestDb;
 use crate::contract;
 use crate::harness::{Browser, Server, local_config};
 use crate::simulator::{EXAMPLE, SLUG, book_by_buttons, charge_and_pay, connected, next_choices, say};
+use crate::support::common::TestDb;
 
 const EMAIL: &str = "ze@barbearia.example";
 const PASSWORD: &str = "senha-forte-123";

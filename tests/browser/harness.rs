@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::sync::{Mutex, MutexGuard, oneshot};
 
-use crate::common::TestDb;
+use crate::support::common::TestDb;
 
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";

@@ -7,8 +7,10 @@
 //! `BALCAO_REQUIRE_BROWSER=1` (CI), where that fails.
 
 #[allow(dead_code, unused_imports)]
-#[path = "../api/common.rs"]
-mod common;
+#[path = "../api/support"]
+mod support {
+    pub mod common;
+}
 
 pub mod harness;
 

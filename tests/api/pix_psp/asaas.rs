@@ -13,8 +13,8 @@ use chrono::{TimeZone, Utc};
 use reqwest::header::HeaderMap as ReqwestHeaders;
 use serde_json::json;
 
-use super::fake_asaas::{API_KEY, FakeAsaas, Fault, Route, WEBHOOK_TOKEN};
 use super::{SHORT_TIMEOUT, request};
+use crate::support::fake_asaas::{API_KEY, FakeAsaas, Fault, Route, WEBHOOK_TOKEN};
 
 /// 2030-01-02 02:00 UTC is still 2030-01-01 in Brasília.
 fn expires_at() -> chrono::DateTime<Utc> {

@@ -15,8 +15,10 @@ use reqwest::header::HeaderMap as ReqwestHeaders;
 use serde_json::json;
 use sha2::Sha256;
 
-use super::fake_mercadopago::{ACCESS_TOKEN, FIRST_ID, FakeMercadoPago, Fault, PAYER_EMAIL, Route, WEBHOOK_SECRET};
 use super::{SHORT_TIMEOUT, request};
+use crate::support::fake_mercadopago::{
+    ACCESS_TOKEN, FIRST_ID, FakeMercadoPago, Fault, PAYER_EMAIL, Route, WEBHOOK_SECRET,
+};
 
 fn in_a_day() -> DateTime<Utc> {
     Utc::now() + TimeDelta::days(1)

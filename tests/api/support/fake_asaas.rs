@@ -16,7 +16,7 @@ use balcao::pix::{MapSecrets, PixSettings, RawPix};
 use chrono::{NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::{HANG, Loopback, brcode, locked};
+use super::loopback::{HANG, Loopback, brcode, locked};
 
 pub(crate) const API_KEY: &str = "$aact_test_key_000";
 pub(crate) const WEBHOOK_TOKEN: &str = "asaas-webhook-token-123";

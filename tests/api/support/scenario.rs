@@ -13,8 +13,8 @@ use balcao::tenant::{Tenant, TenantSpec};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
 
-use crate::common::TestDb;
-use crate::jobs::{record, timing};
+use crate::support::common::TestDb;
+use crate::support::queue::{record, timing};
 
 pub const LEASE: Duration = Duration::from_secs(120);
 /// The staff number of [`Scenario::with_merchant`] (a `wa_id`).
@@ -22,7 +22,7 @@ pub const STAFF: &str = "5511988887777";
 
 /// [`catalog_file`] with staff (`STAFF`) and the sandbox Pix gateway.
 pub fn merchant_file() -> String {
-    catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, "America/Sao_Paulo").replacen(
+    catalog_file("barbearia", crate::support::common::PHONE_NUMBER_ID, "America/Sao_Paulo").replacen(
         "[whatsapp]",
         &format!("staff = [\"+{STAFF}\"]\n[whatsapp]"),
         1,
@@ -95,7 +95,7 @@ impl Scenario {
     }
 
     pub async fn in_zone(db: &TestDb, timezone: &str) -> Self {
-        Self::from_file(db, &catalog_file("barbearia", crate::common::PHONE_NUMBER_ID, timezone)).await
+        Self::from_file(db, &catalog_file("barbearia", crate::support::common::PHONE_NUMBER_ID, timezone)).await
     }
 
     /// The catalog tenant with staff (`STAFF`) and the sandbox Pix gateway.
@@ -113,7 +113,8 @@ impl Scenario {
         let pro = |name: &str| professionals.iter().find(|p| p.name == name).map(|p| p.id).unwrap();
         // Local: the scenario sends nothing; messages stay in the outbox.
         let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
-        let clicks = Arc::new(ClickHandler::new(db.store.clone(), replier, crate::common::sandbox_gateways(), LEASE));
+        let clicks =
+            Arc::new(ClickHandler::new(db.store.clone(), replier, crate::support::common::sandbox_gateways(), LEASE));
         let mut tools = balcao::agent::tools::booking_tools(&db.store, &clicks.proposer, &clicks);
         tools.extend(
             balcao::agent::tools::merchant_tools(&db.store, &clicks.proposer, &clicks)

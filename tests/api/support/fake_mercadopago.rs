@@ -17,32 +17,32 @@ use balcao::pix::{MapSecrets, PixSettings, RawPix};
 use chrono::DateTime;
 use serde_json::{Value, json};
 
-use super::{HANG, Loopback, brcode, locked};
+use super::loopback::{HANG, Loopback, brcode, locked};
 
-pub(super) const ACCESS_TOKEN: &str = "APP_USR-test-token";
-pub(super) const WEBHOOK_SECRET: &str = "mp-webhook-secret";
-pub(super) const PAYER_EMAIL: &str = "@clientes.barbearia.com.br";
+pub const ACCESS_TOKEN: &str = "APP_USR-test-token";
+pub const WEBHOOK_SECRET: &str = "mp-webhook-secret";
+pub const PAYER_EMAIL: &str = "@clientes.barbearia.com.br";
 /// Numeric ids, as Mercado Pago's.
-pub(super) const FIRST_ID: u64 = 1_319_000_000;
+pub const FIRST_ID: u64 = 1_319_000_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Route {
+pub enum Route {
     CreatePayment,
     SearchPayments,
     GetPayment,
 }
 
 #[derive(Debug, Clone)]
-pub(super) enum Fault {
+pub enum Fault {
     Respond(u16, Value),
     ActThenHang,
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct Post {
-    pub(super) authorization: Option<String>,
-    pub(super) idempotency_key: Option<String>,
-    pub(super) body: Value,
+pub struct Post {
+    pub authorization: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub body: Value,
 }
 
 #[derive(Default)]
@@ -55,13 +55,13 @@ struct Inner {
 
 type Shared = Arc<Mutex<Inner>>;
 
-pub(super) struct FakeMercadoPago {
-    pub(super) loopback: Loopback,
+pub struct FakeMercadoPago {
+    pub loopback: Loopback,
     inner: Shared,
 }
 
 impl FakeMercadoPago {
-    pub(super) async fn start() -> Self {
+    pub async fn start() -> Self {
         let inner = Shared::default();
         let app = axum::Router::new()
             .route("/v1/payments", post(create_payment))
@@ -71,16 +71,16 @@ impl FakeMercadoPago {
         Self { loopback: Loopback::start(app).await, inner }
     }
 
-    pub(super) fn fail(&self, route: Route, fault: Fault) {
+    pub fn fail(&self, route: Route, fault: Fault) {
         locked(&self.inner).faults.entry(route).or_default().push_back(fault);
     }
-    pub(super) fn payments(&self) -> Vec<Value> {
+    pub fn payments(&self) -> Vec<Value> {
         locked(&self.inner).payments.clone()
     }
-    pub(super) fn posts(&self) -> Vec<Post> {
+    pub fn posts(&self) -> Vec<Post> {
         locked(&self.inner).posts.clone()
     }
-    pub(super) fn update(&self, id: &str, change: Value) {
+    pub fn update(&self, id: &str, change: Value) {
         let id: u64 = id.parse().expect("a numeric id");
         let mut inner = locked(&self.inner);
         let payment = inner.payments.iter_mut().find(|p| p["id"] == id).expect("a created payment");
@@ -89,7 +89,7 @@ impl FakeMercadoPago {
         }
     }
 
-    pub(super) fn settings(&self) -> PixSettings {
+    pub fn settings(&self) -> PixSettings {
         PixSettings::from_raw(RawPix {
             gateway: Some("mercadopago".into()),
             key: "caixa@barbearia.com.br".into(),
@@ -104,7 +104,7 @@ impl FakeMercadoPago {
         .expect("mercadopago settings")
     }
 
-    pub(super) fn gateway_with(&self, token: &str) -> MercadoPagoGateway {
+    pub fn gateway_with(&self, token: &str) -> MercadoPagoGateway {
         let secrets = MapSecrets(HashMap::from([
             ("MP_ACCESS_TOKEN".to_owned(), token.to_owned()),
             ("MP_ACCESS_TOKEN_PAYER_EMAIL".to_owned(), PAYER_EMAIL.to_owned()),
@@ -113,7 +113,7 @@ impl FakeMercadoPago {
         MercadoPagoGateway::new(&self.settings(), &secrets).expect("mercadopago gateway")
     }
 
-    pub(super) fn gateway(&self) -> MercadoPagoGateway {
+    pub fn gateway(&self) -> MercadoPagoGateway {
         self.gateway_with(ACCESS_TOKEN)
     }
 }

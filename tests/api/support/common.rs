@@ -144,20 +144,20 @@ macro_rules! contract {
             #[allow(unused_imports)]
             use super::*;
 
-            async fn case($db: &$crate::common::TestDb) {
+            async fn case($db: &$crate::support::common::TestDb) {
                 $body.await
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn sqlite() {
-                let db = $crate::common::TestDb::sqlite().await;
+                let db = $crate::support::common::TestDb::sqlite().await;
                 case(&db).await;
                 db.cleanup().await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn postgres() {
-                if let Some(db) = $crate::common::TestDb::postgres().await {
+                if let Some(db) = $crate::support::common::TestDb::postgres().await {
                     case(&db).await;
                     db.cleanup().await;
                 }
