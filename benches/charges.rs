@@ -11,8 +11,7 @@ use balcao::actions::ActionPayload;
 
 use balcao::app::App;
 use balcao::config::Config;
-use balcao::domain::{ActionId, ClickId, Decision};
-use balcao::domain::{Cents, DatabaseUrl, PhoneE164};
+use balcao::domain::{ActionId, Cents, ClickId, DatabaseUrl, Decision, PhoneE164};
 use balcao::store::{ActionStore, ChargeStore, NewAction, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use balcao::whatsapp::ContactIdentity;

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 mod common;
 
 use async_trait::async_trait;
-use balcao::domain::DatabaseUrl;
-use balcao::domain::{ContactId, ConversationId};
+use balcao::domain::{ContactId, ConversationId, DatabaseUrl};
 use balcao::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, KeyScope, LedgerState, Reach, Tool, ToolCall,
     ToolFailure, ToolSpec, derive_key, fingerprint,
 };
-use balcao::store::{InboundStore, LedgerStore, NewExecution, Recorded, Settlement, Store, TenantStore};
-use balcao::store::{JobKind, TurnTiming};
+use balcao::store::{
+    InboundStore, JobKind, LedgerStore, NewExecution, Recorded, Settlement, Store, TenantStore, TurnTiming,
+};
 use balcao::tenant::TenantSpec;
 use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{TimeDelta, Utc};

@@ -20,16 +20,14 @@ use crate::actions::{ClickHandler, run_expiry};
 use crate::config::{AgentKind, Config};
 use crate::http::{self, AppState};
 use crate::inbound::GroupCommit;
-use crate::jobs::Replier;
-use crate::jobs::{TurnHandler, Worker, WorkerPool};
+use crate::jobs::{Replier, TurnHandler, Worker, WorkerPool};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::openai::OpenAiClient;
 use crate::llm::{ModelClient, RetryPolicy};
 use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
 use crate::pix::Gateways;
-use crate::store::TurnTiming;
-use crate::store::{Store, TenantStore};
+use crate::store::{Store, TenantStore, TurnTiming};
 use crate::turns::{ByKind, HandlerContext};
 use crate::whatsapp::GraphClient;
 

@@ -25,8 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::actions::{ActionPayload, offer_message};
 
-use crate::domain::{ActionId, ClickId, Decision};
-use crate::domain::{ContactId, TenantId};
+use crate::domain::{ActionId, ClickId, ContactId, Decision, TenantId};
 use crate::jobs::Replier;
 use crate::messages::{ActionText, action_text, when_at};
 use crate::money::charges::inside_window;

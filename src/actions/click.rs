@@ -19,12 +19,10 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::{ActionId, ActionKind, ActionStatus, ClickId, ConfirmedVia, Decision, PendingAction, Proposer};
-use crate::jobs::Replier;
-use crate::jobs::{Turn, TurnHandler};
+use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::{CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
 use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
-use crate::store::OutboxKey;
-use crate::store::{ActionStore, Decider, Store, TenantStore};
+use crate::store::{ActionStore, Decider, OutboxKey, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
 /// What a click (or a typed confirmation) came to.

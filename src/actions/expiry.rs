@@ -11,8 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::{ActionKind, PendingAction};
 use crate::jobs::Replier;
 use crate::messages::{ActionText, action_text};
-use crate::store::{ActionStore, ChargeStore, Store, TenantStore};
-use crate::store::{NewOutbound, OutboxKey};
+use crate::store::{ActionStore, ChargeStore, NewOutbound, OutboxKey, Store, TenantStore};
 use crate::whatsapp::message::{TEXT_BODY_MAX, clip};
 use crate::whatsapp::{OutboundMessage, Recipient};
 

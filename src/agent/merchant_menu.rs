@@ -16,8 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::domain::{Cents, PhoneE164};
-use crate::jobs::Replier;
-use crate::jobs::{Turn, TurnHandler};
+use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{FieldKind, normalize_text};
 use crate::ledger::{Executor, Outcome, Tool};
 use crate::messages::{MerchantText as M, merchant_text, when_at};

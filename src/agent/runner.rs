@@ -25,8 +25,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use crate::inbound::InboundMessage;
-use crate::jobs::Replier;
-use crate::jobs::{Turn, TurnHandler, TurnHistory};
+use crate::jobs::{Replier, Turn, TurnHandler, TurnHistory};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};

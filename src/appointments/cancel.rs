@@ -6,8 +6,7 @@ use serde_json::Value;
 use super::{booking_failure, permanent, renderer, transient};
 use crate::booking::Appointment;
 use crate::ledger::{ToolCall, ToolFailure};
-use crate::store::BookingError;
-use crate::store::{BookingStore, CatalogStore, SettleWith, Store};
+use crate::store::{BookingError, BookingStore, CatalogStore, SettleWith, Store};
 
 /// The customer's active booking `id` that has not started, or why not.
 pub async fn customer_booking(store: &Store, call: &ToolCall<'_>, id: i64) -> Result<Appointment, ToolFailure> {

@@ -32,8 +32,7 @@ use serde_json::{Value, json};
 use crate::booking::{Appointment, Professional, Service};
 
 use crate::ledger::{ToolCall, ToolFailure};
-use crate::store::BookingError;
-use crate::store::{Store, StoreError};
+use crate::store::{BookingError, Store, StoreError};
 
 /// A store failure is transient: nothing was decided, the next attempt may succeed.
 pub fn transient(e: StoreError) -> ToolFailure {

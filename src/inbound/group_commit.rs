@@ -38,8 +38,7 @@ use tokio::time::Instant;
 use super::{IntakeWrite, Written};
 use crate::config::IntakeConfig;
 use crate::metrics::Metrics;
-use crate::store::TurnTiming;
-use crate::store::{IntakeStore, Store, StoreError, StoreResult};
+use crate::store::{IntakeStore, Store, StoreError, StoreResult, TurnTiming};
 
 /// Batches' worth of writes a writer's queue holds: enough to fill its next batches while the
 /// current one commits; beyond it, requests wait to enqueue (backpressure).

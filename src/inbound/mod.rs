@@ -20,8 +20,7 @@ pub use ingest::{IngestReport, ingest};
 use chrono::{DateTime, Utc};
 
 use crate::domain::{ConversationId, PhoneE164, TenantId};
-use crate::store::JobKind;
-use crate::store::Recorded;
+use crate::store::{JobKind, Recorded};
 use crate::whatsapp::NewInbound;
 use crate::whatsapp::webhook::StatusUpdate;
 

@@ -27,8 +27,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::domain::{ConversationId, TenantId};
 use crate::llm::ChatMessage;
-use crate::store::ModelCall;
-use crate::store::NewOutbound;
+use crate::store::{ModelCall, NewOutbound};
 
 /// What a turn writes when it ends (the turn itself is the job its lease names).
 #[derive(Debug, Clone)]

@@ -7,13 +7,10 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::Turn;
-use crate::domain::ConversationId;
-use crate::domain::Secret;
-use crate::store::{Destination, NewOutbound, OutboxKey};
-use crate::store::{InboundStore, Store, StoreResult};
+use crate::domain::{ConversationId, Secret};
+use crate::store::{Destination, InboundStore, NewOutbound, OutboxKey, Store, StoreResult};
 use crate::tenant::Tenant;
-use crate::whatsapp::OutboundMessage;
-use crate::whatsapp::Recipient;
+use crate::whatsapp::{OutboundMessage, Recipient};
 
 /// Writes a turn's replies to the outbox under keys derived from the turn.
 #[derive(Clone)]

@@ -16,8 +16,7 @@ use super::{TurnEnd, TurnHistory};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{ConversationContact, InboundMessage};
 use crate::ledger::CallContext;
-use crate::store::NewOutbound;
-use crate::store::{JobKind, Lease};
+use crate::store::{JobKind, Lease, NewOutbound};
 use crate::tenant::Tenant;
 use crate::whatsapp::Recipient;
 

@@ -17,11 +17,9 @@ use tracing::Instrument;
 use super::end::Staged;
 use super::{Turn, TurnEnd, TurnHandler};
 use crate::config::QueueConfig;
-use crate::domain::JobId;
-use crate::domain::{Backoff, to_delta};
+use crate::domain::{Backoff, JobId, to_delta};
 use crate::metrics::Metrics;
-use crate::store::{ClaimedJob, FailOutcome, JobState};
-use crate::store::{InboundStore, JobStore, LedgerStore, Store, TenantStore};
+use crate::store::{ClaimedJob, FailOutcome, InboundStore, JobState, JobStore, LedgerStore, Store, TenantStore};
 use crate::supervise::{RESTART_DELAY, supervise};
 
 /// How often a pool runs maintenance (reap expired leases, prune finished jobs) at most.

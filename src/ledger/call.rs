@@ -33,6 +33,28 @@ pub struct CallContext<'a> {
     pub now: DateTime<Utc>,
 }
 
+impl<'a> CallContext<'a> {
+    /// A call made outside any turn (the console, a sweep): no job, no trigger message, no
+    /// `tool_use_id` until the caller sets one.
+    pub fn outside_turn(
+        tenant: &'a Tenant,
+        customer: ContactId,
+        conversation: ConversationId,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            tenant,
+            customer,
+            conversation,
+            turn: None,
+            turn_attempt: None,
+            trigger_message_id: None,
+            tool_use_id: None,
+            now,
+        }
+    }
+}
+
 /// Which attempt at a key a handler is running.
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt<'a> {

@@ -18,11 +18,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::{OutboxConfig, QueueConfig};
-use crate::domain::Secret;
-use crate::domain::{Backoff, to_delta};
+use crate::domain::{Backoff, Secret, to_delta};
 use crate::metrics::Metrics;
-use crate::store::ClaimedOutbound;
-use crate::store::{OutboxStore, RescheduleAs, Store, TenantStore};
+use crate::store::{ClaimedOutbound, OutboxStore, RescheduleAs, Store, TenantStore};
 use crate::whatsapp::client::OUTSIDE_WINDOW_CODE;
 use crate::whatsapp::webhook::{DeliveryStatus, StatusUpdate};
 use crate::whatsapp::{GraphClient, OutboundMessage, SendError, UploadedImage};

@@ -47,8 +47,7 @@ use super::gateway::{
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use super::txid::Txid;
-use crate::domain::LedgerKey;
-use crate::domain::Secret;
+use crate::domain::{LedgerKey, Secret};
 use api::Cob;
 use oauth::OAuth;
 

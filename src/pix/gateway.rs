@@ -22,8 +22,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::txid::Txid;
-use crate::domain::{Cents, PhoneE164};
-use crate::domain::{LedgerKey, SendWindow};
+use crate::domain::{Cents, LedgerKey, PhoneE164, SendWindow};
 
 /// Who pays: providers that keep customers (Asaas) find or create one by phone.
 #[derive(Debug, Clone, PartialEq, Eq)]

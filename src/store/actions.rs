@@ -8,13 +8,10 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::NewOutbound;
-use super::tx::insert_outbound;
-use super::tx::{hold_fence, settle_in_tx, supersede_subject};
-use super::{Dialect, Store, StoreError, StoreResult, changed_one, reading, writing};
+use super::tx::{hold_fence, insert_outbound, settle_in_tx, supersede_subject};
+use super::{Dialect, NewOutbound, Store, StoreError, StoreResult, changed_one, reading, writing};
 use crate::actions::{ActionPayload, ActionStatus, ConfirmedVia, PendingAction};
-use crate::domain::{ActionId, Decision};
-use crate::domain::{ContactId, ConversationId, PhoneE164, TenantId};
+use crate::domain::{ActionId, ContactId, ConversationId, Decision, PhoneE164, TenantId};
 use crate::ledger::{Fence, Held};
 use crate::whatsapp::Recipient;
 

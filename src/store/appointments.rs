@@ -14,8 +14,7 @@ use super::tx::{
 };
 use super::{Dialect, Store, StoreResult, reading, writing};
 use crate::booking::Appointment;
-use crate::domain::LedgerKey;
-use crate::domain::{Cents, ContactId, TenantId};
+use crate::domain::{Cents, ContactId, LedgerKey, TenantId};
 use crate::ledger::{Fence, Held};
 
 /// Why a booking write did not happen: a rule the database enforces (an overlap, a fence), or

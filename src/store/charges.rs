@@ -3,13 +3,9 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::NewOutbound;
-use super::tx::insert_outbound;
-use super::tx::{hold_fence, settle_in_tx};
-use super::{Dialect, Store, StoreResult, changed_one, reading, writing};
-use crate::domain::ActionId;
-use crate::domain::LedgerKey;
-use crate::domain::{Cents, ConversationId, PhoneE164, TenantId};
+use super::tx::{hold_fence, insert_outbound, settle_in_tx};
+use super::{Dialect, NewOutbound, Store, StoreResult, changed_one, reading, writing};
+use crate::domain::{ActionId, Cents, ConversationId, LedgerKey, PhoneE164, TenantId};
 use crate::ledger::Fence;
 use crate::money::charges::Charge;
 

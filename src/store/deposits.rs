@@ -4,13 +4,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::NewOutbound;
 use super::appointments::appointment_columns;
 use super::charges::{charge_columns, pay_charge};
-use super::tx::insert_outbound;
-use super::tx::is_overlap;
-use super::tx::supersede_subject;
-use super::{Dialect, Store, StoreResult, changed_one, reading, writing};
+use super::tx::{insert_outbound, is_overlap, supersede_subject};
+use super::{Dialect, NewOutbound, Store, StoreResult, changed_one, reading, writing};
 use crate::booking::Appointment;
 use crate::domain::TenantId;
 use crate::ledger::Held;

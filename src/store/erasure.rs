@@ -7,8 +7,7 @@ use sqlx::types::Json;
 
 use super::{Dialect, Store, StoreError, StoreResult, writing};
 use crate::actions::ActionPayload;
-use crate::domain::ActionId;
-use crate::domain::{Cents, ContactId, PhoneE164, TenantId};
+use crate::domain::{ActionId, Cents, ContactId, PhoneE164, TenantId};
 use crate::whatsapp::OutboundMessage;
 
 /// What the erasure writes in place of personal data.

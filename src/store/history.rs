@@ -8,10 +8,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::Lease;
-use super::tx::hold_job_lease;
-use super::tx::insert_history;
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::tx::{hold_job_lease, insert_history};
+use super::{Dialect, Lease, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, JobId, TenantId};
 use crate::llm::ChatMessage;
 

@@ -14,10 +14,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::tx::apply_status_on;
-use super::tx::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
-use super::{Dialect, InboundStore, OutboxStore, Pool, Recorded, Store, StoreResult};
-use super::{JobKind, TurnTiming};
+use super::tx::{apply_status_on, bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
+use super::{Dialect, InboundStore, JobKind, OutboxStore, Pool, Recorded, Store, StoreResult, TurnTiming};
 use crate::domain::{ConversationId, JobId};
 use crate::inbound::{IntakeWrite, Written};
 

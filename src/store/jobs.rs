@@ -2,10 +2,11 @@
 
 use chrono::{DateTime, Utc};
 
-use super::tx::insert_history;
-use super::tx::{handed_off, insert_outbound};
-use super::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, changed_one};
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::tx::{handed_off, insert_history, insert_outbound};
+use super::{
+    ClaimedJob, Dialect, FailOutcome, JobKind, JobSnapshot, JobState, Lease, Store, StoreError, StoreResult,
+    changed_one, reading, writing,
+};
 use crate::domain::{ConversationId, JobId, TenantId};
 use crate::jobs::TurnEnd;
 

@@ -6,8 +6,7 @@ use sqlx::types::Json;
 
 use super::tx::insert_new_execution;
 use super::{Store, StoreResult, changed_one, reading, writing};
-use crate::domain::LedgerKey;
-use crate::domain::{ContactId, ConversationId, JobId, TenantId};
+use crate::domain::{ContactId, ConversationId, JobId, LedgerKey, TenantId};
 use crate::ledger::{ExecutionRecord, LedgerState};
 
 /// The columns of [`ExecutionRecord`], for `SELECT` and `RETURNING`.

@@ -3,9 +3,8 @@
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::Lease;
 use super::tx::hold_job_lease;
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::{Dialect, Lease, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ConversationId, TenantId};
 
 #[allow(async_fn_in_trait)]

@@ -3,10 +3,11 @@
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
-use super::tx::hold_job_lease;
-use super::tx::{apply_status_on, handed_off, insert_outbound};
-use super::{ClaimedOutbound, NewOutbound, OutboundRecord, changed_one};
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::tx::{apply_status_on, handed_off, hold_job_lease, insert_outbound};
+use super::{
+    ClaimedOutbound, Dialect, NewOutbound, OutboundRecord, Store, StoreError, StoreResult, changed_one, reading,
+    writing,
+};
 use crate::domain::{OutboundId, PhoneE164, TenantId};
 use crate::whatsapp::webhook::StatusUpdate;
 use crate::whatsapp::{OutboundMessage, Recipient};

@@ -6,11 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::types::Json;
 
-use super::Lease;
-use super::NewOutbound;
-use super::tx::hold_job_lease;
-use super::tx::insert_outbound;
-use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
+use super::tx::{hold_job_lease, insert_outbound};
+use super::{Dialect, Lease, NewOutbound, Store, StoreError, StoreResult, reading, writing};
 use crate::domain::{ContactId, TenantId};
 
 /// Withdraws a conversation's unsent proactive messages (reminders, expiry notices of

@@ -4,8 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::{Dialect, Store, StoreError, StoreResult, reading, writing};
 use crate::booking::BookingSettings;
-use crate::domain::Secret;
-use crate::domain::{PhoneE164, TenantId};
+use crate::domain::{PhoneE164, Secret, TenantId};
 use crate::tenant::{ApplyOutcome, Staff, Tenant, TenantSettings, TenantSpec};
 use sqlx::types::Json;
 

@@ -13,8 +13,7 @@ use toml::Spanned;
 
 use crate::booking::catalog::DAYS;
 use crate::booking::{BookingSettings, CatalogSpec, ProfessionalSpec, ServiceSpec, WeeklyHours};
-use crate::domain::Secret;
-use crate::domain::{Cents, PhoneE164};
+use crate::domain::{Cents, PhoneE164, Secret};
 use crate::pix::{PixSettings, RawPix};
 use crate::tenant::{ReminderSettings, TemplateRef, TenantSettings};
 

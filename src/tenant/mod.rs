@@ -12,8 +12,7 @@ pub use staff::Staff;
 use chrono_tz::Tz;
 
 use crate::booking::BookingSettings;
-use crate::domain::Secret;
-use crate::domain::TenantId;
+use crate::domain::{Secret, TenantId};
 
 #[derive(Debug, Clone)]
 pub struct Tenant {

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::jobs::{Turn, TurnHandler};
-use crate::store::JobKind;
-use crate::store::{Store, TenantStore};
+use crate::store::{JobKind, Store, TenantStore};
 
 /// Clicks to `clicks`, turns to `turns`.
 pub struct ByKind {

@@ -24,14 +24,11 @@ use async_trait::async_trait;
 use chrono::{TimeDelta, Utc};
 
 use super::HandlerContext;
-use crate::domain::ConversationId;
-use crate::domain::to_delta;
+use crate::domain::{ConversationId, to_delta};
 use crate::inbound::InboundMessage;
-use crate::jobs::Replier;
-use crate::jobs::{Turn, TurnHandler};
+use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::store::{HandoffStore, OutboxStore, Store, TenantStore};
-use crate::whatsapp::ContactIdentity;
-use crate::whatsapp::OutboundMessage;
+use crate::whatsapp::{ContactIdentity, OutboundMessage};
 
 /// What the customer types to ask for a person, once normalized ([`crate::domain::keyword::fold`]).
 const ASK_FOR_PERSON: &str = "atendente";

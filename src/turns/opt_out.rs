@@ -13,11 +13,9 @@ use anyhow::Context;
 use async_trait::async_trait;
 use chrono::Utc;
 
-use crate::jobs::Replier;
-use crate::jobs::{Turn, TurnHandler};
+use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::privacy::{PrivacyText, privacy_text};
-use crate::store::{NewOutbound, OutboxKey};
-use crate::store::{PrivacyStore, Store, TenantStore};
+use crate::store::{NewOutbound, OutboxKey, PrivacyStore, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
 /// What a customer's message asks of their privacy settings.

@@ -3,8 +3,7 @@
 //! foreign clicks, a crash between the confirm and the execution, the paid path, and a
 //! customer's cancellation confirmed by a button.
 
-use balcao::domain::TenantId;
-use balcao::domain::{ActionId, ClickId, Decision};
+use balcao::domain::{ActionId, ClickId, Decision, TenantId};
 use balcao::store::{ActionStore, BookingStore, ChargeStore, InboundStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};
@@ -311,14 +310,8 @@ contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| asyn
     let execute =
         ExecuteAction { store: db.store.clone(), replier, gateways: crate::support::common::sandbox_gateways() };
     let ctx = CallContext {
-        tenant: &s.tenant,
-        customer: merchant,
-        conversation: action.conversation,
-        turn: None,
-        turn_attempt: None,
         trigger_message_id: Some("wamid.o.click1"),
-        tool_use_id: None,
-        now: chrono::Utc::now(),
+        ..CallContext::outside_turn(&s.tenant, merchant, action.conversation, chrono::Utc::now())
     };
     let executor = Executor::new(db.store.clone(), crate::support::scenario::LEASE);
     let input = json!({ "action_id": click.action.to_string() });

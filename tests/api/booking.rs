@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use balcao::domain::LedgerKey;
-use balcao::domain::{Cents, ContactId};
+use balcao::domain::{Cents, ContactId, LedgerKey};
 use balcao::ledger::Outcome;
 use balcao::store::{BookingStore, CatalogStore, LedgerStore, Move, NewAppointment, TenantStore};
 use balcao::tenant::TenantSpec;

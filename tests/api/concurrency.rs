@@ -4,12 +4,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use balcao::jobs::Replier;
-use balcao::jobs::RunOutcome;
-use balcao::jobs::{Turn, TurnHandler};
+use balcao::jobs::{Replier, RunOutcome, Turn, TurnHandler};
 use balcao::outbox::SendOutcome;
-use balcao::store::TurnTiming;
-use balcao::store::{InboundStore, JobStore, OutboxStore};
+use balcao::store::{InboundStore, JobStore, OutboxStore, TurnTiming};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{TimeDelta, Utc};
 

@@ -4,8 +4,7 @@
 
 use balcao::domain::ContactId;
 use balcao::ledger::Outcome;
-use balcao::store::JobKind;
-use balcao::store::{BookingStore, ConsoleAgendaStore, InboundStore, Recorded};
+use balcao::store::{BookingStore, ConsoleAgendaStore, InboundStore, JobKind, Recorded};
 use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{Datelike, Days, NaiveDate, Utc, Weekday};
 use reqwest::StatusCode;

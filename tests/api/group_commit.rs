@@ -8,8 +8,7 @@ use balcao::config::IntakeConfig;
 use balcao::domain::ConversationId;
 use balcao::inbound::{ConversationRef, GroupCommit, IntakeWrite, Written};
 use balcao::metrics::Metrics;
-use balcao::store::JobKind;
-use balcao::store::{InboundStore, IntakeStore, JobStore, Recorded};
+use balcao::store::{InboundStore, IntakeStore, JobKind, JobStore, Recorded};
 use chrono::Utc;
 
 use crate::contract;

@@ -8,11 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use balcao::agent::{AgentSettings, AgentTurn};
-use balcao::domain::JobId;
-use balcao::domain::Secret;
-use balcao::jobs::Replier;
-use balcao::jobs::TurnHandler;
-use balcao::jobs::{RunOutcome, Worker};
+use balcao::domain::{JobId, Secret};
+use balcao::jobs::{Replier, RunOutcome, TurnHandler, Worker};
 use balcao::ledger::{Executor, Outcome, Tool, ToolCall, ToolFailure, ToolSpec};
 use balcao::llm::RetryPolicy;
 use balcao::llm::anthropic::AnthropicClient;

@@ -5,11 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use balcao::jobs::{RunOutcome, Worker};
-use balcao::jobs::{Turn, TurnHandler};
+use balcao::jobs::{RunOutcome, Turn, TurnHandler, Worker};
 use balcao::metrics::Metrics;
-use balcao::store::{FailOutcome, JobState, TurnTiming};
-use balcao::store::{InboundStore, JobStore};
+use balcao::store::{FailOutcome, InboundStore, JobState, JobStore, TurnTiming};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::contract;

@@ -155,14 +155,9 @@ fn ctx<'a>(
     at: chrono::DateTime<chrono::Utc>,
 ) -> CallContext<'a> {
     CallContext {
-        tenant: &s.tenant,
-        customer: c.contact,
-        conversation: c.conversation,
-        turn: None,
-        turn_attempt: None,
         trigger_message_id: Some(trigger),
         tool_use_id: Some(tool_use_id),
-        now: at,
+        ..CallContext::outside_turn(&s.tenant, c.contact, c.conversation, at)
     }
 }
 

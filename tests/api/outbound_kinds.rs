@@ -4,8 +4,7 @@
 
 use balcao::domain::{Cents, ConversationId, PhoneE164};
 use balcao::outbox::SendOutcome;
-use balcao::store::OutboxStore;
-use balcao::store::{NewOutbound, OutboxKey};
+use balcao::store::{NewOutbound, OutboxKey, OutboxStore};
 use balcao::tenant::Tenant;
 use balcao::whatsapp::{OutboundMessage, Recipient};
 use chrono::{TimeDelta, Utc};

@@ -9,8 +9,7 @@ mod mercadopago;
 
 use std::time::Duration;
 
-use balcao::domain::LedgerKey;
-use balcao::domain::{Cents, PhoneE164};
+use balcao::domain::{Cents, LedgerKey, PhoneE164};
 use balcao::pix::{ChargeRequest, Payer, Txid};
 use chrono::{DateTime, Utc};
 

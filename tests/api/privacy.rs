@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use balcao::domain::{ContactId, TenantId};
-use balcao::jobs::Replier;
-use balcao::jobs::{RunOutcome, Turn, TurnHandler};
+use balcao::jobs::{Replier, RunOutcome, Turn, TurnHandler};
 use balcao::money::deposits::DepositRequests;
 use balcao::store::{BookingStore, ChargeStore, OutboxStore, PrivacyStore};
 use balcao::whatsapp::OutboundMessage;

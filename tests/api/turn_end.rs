@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use balcao::domain::{ConversationId, PhoneE164};
-use balcao::jobs::Replier;
-use balcao::jobs::{RunOutcome, Turn, TurnEnd, TurnHandler, TurnHistory};
+use balcao::jobs::{Replier, RunOutcome, Turn, TurnEnd, TurnHandler, TurnHistory};
 use balcao::llm::ChatMessage;
 use balcao::outbox::SendOutcome;
-use balcao::store::{ConversationViewStore, HandoffStore, HistoryStore, JobStore, ModelCall, OutboxStore};
-use balcao::store::{NewOutbound, OutboxKey};
+use balcao::store::{
+    ConversationViewStore, HandoffStore, HistoryStore, JobStore, ModelCall, NewOutbound, OutboxKey, OutboxStore,
+};
 use balcao::whatsapp::{OutboundMessage, Recipient};
 use chrono::{TimeDelta, Utc};
 

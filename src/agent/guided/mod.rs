@@ -24,12 +24,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use serde_json::{Value, json};
 
-use crate::jobs::Replier;
-use crate::jobs::{Turn, TurnHandler};
+use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{normalize_text, parse_instant};
 use crate::ledger::{Executor, Outcome, Tool};
-use crate::messages::when_at;
-use crate::messages::{GuidedText as T, guided};
+use crate::messages::{GuidedText as T, guided, when_at};
 use crate::whatsapp::ListRow;
 use crate::whatsapp::message::{BUTTON_ID_MAX, LIST_ROWS_MAX};
 

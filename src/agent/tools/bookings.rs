@@ -13,8 +13,7 @@ use crate::appointments::{
 use crate::booking::availability::block;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
-use crate::store::BookingError;
-use crate::store::{BookingStore, CatalogStore, Store};
+use crate::store::{BookingError, BookingStore, CatalogStore, Store};
 
 pub struct ListMyBookings {
     pub store: Store,

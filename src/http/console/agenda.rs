@@ -27,8 +27,7 @@ use serde::Deserialize;
 
 use self::grid::{Column, ColumnKey, Grid};
 use super::auth::{Admin, csrf_field};
-use super::error::ConsoleError;
-use super::error::render;
+use super::error::{ConsoleError, render};
 use super::page::{Nav, Section};
 use crate::http::AppState;
 use crate::store::{CatalogStore, ConsoleAgendaStore};

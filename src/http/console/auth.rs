@@ -17,8 +17,7 @@ use chrono::{TimeDelta, Utc};
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::error::ConsoleError;
-use super::error::render;
+use super::error::{ConsoleError, render};
 use crate::http::AppState;
 use crate::store::{AdminStore, TenantRef, TenantStore};
 use crate::tenant::Tenant;

@@ -16,8 +16,7 @@ use chrono::Utc;
 use serde::Deserialize;
 
 use super::auth::{Admin, csrf_field};
-use super::error::ConsoleError;
-use super::error::render;
+use super::error::{ConsoleError, render};
 use super::page::{Nav, Section, local_time};
 use crate::domain::ContactId;
 use crate::http::AppState;

@@ -18,8 +18,7 @@ use axum_csrf::CsrfToken;
 
 use super::agenda::detail_support::{ActionRow, action_row};
 use super::auth::{Admin, csrf_field};
-use super::error::ConsoleError;
-use super::error::render;
+use super::error::{ConsoleError, render};
 use super::page::{Nav, Section};
 use crate::http::AppState;
 use crate::store::ConsoleOpsStore;

@@ -27,8 +27,7 @@ use crate::domain::{PhoneE164, TenantId};
 use crate::http::console::ConsoleError;
 use crate::http::console::auth::Admin;
 use crate::http::{ApiError, AppState};
-use crate::store::OutboundRecord;
-use crate::store::{ChargeStore, OutboxStore};
+use crate::store::{ChargeStore, OutboundRecord, OutboxStore};
 use crate::whatsapp::OutboundMessage;
 
 /// How often the outbox is looked at for new rows.

@@ -5,14 +5,12 @@ use serde_json::{Value, json};
 
 use super::Charge;
 use super::delivery::{choose_via, customer_messages};
-use crate::domain::ActionId;
-use crate::domain::{Cents, ConversationId, PhoneE164};
+use crate::domain::{ActionId, Cents, ConversationId, PhoneE164};
 use crate::jobs::Replier;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
 use crate::messages::{ActionText, action_text};
 use crate::pix::{ChargeRequest, GatewayError, Gateways, Payer, PixSettings, Txid};
-use crate::store::Destination;
-use crate::store::{ChargeStore, InboundStore, NewCharge, Store};
+use crate::store::{ChargeStore, Destination, InboundStore, NewCharge, Store};
 use crate::whatsapp::ContactIdentity;
 
 /// How long a customer has to pay a merchant's charge, from its proposal.

@@ -9,12 +9,9 @@ use super::Charge;
 use crate::domain::ConversationId;
 use crate::jobs::Replier;
 use crate::messages::{ActionText, ChargeVia, action_text};
-use crate::store::Destination;
-use crate::store::NewOutbound;
-use crate::store::{ChargeStore, Store, TenantStore};
+use crate::store::{ChargeStore, Destination, NewOutbound, Store, TenantStore};
 use crate::tenant::Tenant;
-use crate::whatsapp::ContactIdentity;
-use crate::whatsapp::OutboundMessage;
+use crate::whatsapp::{ContactIdentity, OutboundMessage};
 
 #[derive(Debug, Clone)]
 pub enum PaidOutcome {

@@ -12,8 +12,7 @@ use crate::domain::{ContactId, TenantId};
 use crate::jobs::Replier;
 use crate::messages::{DepositText, deposit_text};
 use crate::money::charges::inside_window;
-use crate::store::NewOutbound;
-use crate::store::{ChargeStore, DepositStore, InboundStore, PrivacyStore, Store, TenantStore};
+use crate::store::{ChargeStore, DepositStore, InboundStore, NewOutbound, PrivacyStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 

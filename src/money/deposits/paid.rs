@@ -7,8 +7,7 @@ use crate::domain::ConversationId;
 use crate::jobs::Replier;
 use crate::messages::{ChargeVia, DepositText, deposit_text};
 use crate::money::charges::{Charge, PaidOutcome, late_payment_key, merchants};
-use crate::store::NewOutbound;
-use crate::store::{BookingStore, ChargeStore, DepositPayment, DepositStore, Store};
+use crate::store::{BookingStore, ChargeStore, DepositPayment, DepositStore, NewOutbound, Store};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 

@@ -136,16 +136,7 @@ impl DepositRequests {
             let Some(Some(tenant)) = tenants.get(tenant_id) else { continue };
             let customer = ContactId(appointment.contact_id);
             let Some(conversation) = self.store.conversation_of_contact(tenant.id, customer).await? else { continue };
-            let ctx = CallContext {
-                tenant,
-                customer,
-                conversation,
-                turn: None,
-                turn_attempt: None,
-                trigger_message_id: None,
-                tool_use_id: None,
-                now,
-            };
+            let ctx = CallContext::outside_turn(tenant, customer, conversation, now);
             let input = json!({ "appointment_id": appointment.id });
             match self.executor.execute(&self.tool, &ctx, &input).await? {
                 Outcome::Executed(_) => {

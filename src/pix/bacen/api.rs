@@ -292,6 +292,7 @@ mod tests {
     use crate::domain::LedgerKey;
     use crate::domain::PhoneE164;
     use crate::pix::gateway::Payer;
+    use crate::pix::http::tests::{EVERY_GATEWAY, class_name};
 
     fn request(description: &str, expires_at: DateTime<Utc>) -> ChargeRequest {
         let key = LedgerKey::from_stored("pix_charge/v1/abc".into());
@@ -377,27 +378,9 @@ mod tests {
 
     #[test]
     fn statuses_map_to_what_the_caller_does_next() {
-        let kind = |status: u16| match status_error(StatusCode::from_u16(status).unwrap(), b"") {
-            GatewayError::Unauthorized(_) => "unauthorized",
-            GatewayError::Unknown(_) => "unknown",
-            GatewayError::Rejected(_) => "rejected",
-            GatewayError::NotConfigured(_) => "not configured",
-            GatewayError::WindowClosed => "window closed",
-        };
-        for (status, expected) in [
-            (400, "rejected"),
-            (404, "rejected"),
-            (422, "rejected"),
-            (401, "unauthorized"),
-            (403, "unauthorized"),
-            (408, "unknown"),
-            (429, "unknown"),
-            (500, "unknown"),
-            (503, "unknown"),
-            (504, "unknown"),
-            (301, "rejected"),
-        ] {
-            assert_eq!(kind(status), expected, "{status}");
+        let extra = [(504, "unknown"), (301, "rejected")];
+        for (status, expected) in EVERY_GATEWAY.into_iter().chain(extra) {
+            assert_eq!(class_name(&status_error(StatusCode::from_u16(status).unwrap(), b"")), expected, "{status}");
         }
     }
 

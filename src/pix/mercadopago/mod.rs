@@ -41,8 +41,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 pub use self::payer::PayerEmail;
-use crate::domain::LedgerKey;
-use crate::domain::Secret;
+use crate::domain::{LedgerKey, Secret};
 use crate::pix::gateway::{
     ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, PaymentState, PixGateway,
     WebhookRequest,

@@ -10,8 +10,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::{ConversationId, TenantId};
 use crate::ledger::ExecutionRecord;
-use crate::store::OutboundRecord;
-use crate::store::{Dialect, ModelCall, Store, StoreResult, reading};
+use crate::store::{Dialect, ModelCall, OutboundRecord, Store, StoreResult, reading};
 
 /// A conversation as the list and the page header show it.
 #[derive(Debug, Clone, sqlx::FromRow)]

@@ -15,8 +15,7 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use balcao::domain::LedgerKey;
-use balcao::domain::{Cents, PhoneE164};
+use balcao::domain::{Cents, LedgerKey, PhoneE164};
 use balcao::pix::bacen::BacenGateway;
 use balcao::pix::{
     ChargeRef, ChargeRequest, GatewayError, GatewayKind, MapSecrets, Notification, NotificationError, NotifiedCharge,

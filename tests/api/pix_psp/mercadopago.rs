@@ -2,8 +2,7 @@
 
 use std::collections::HashMap;
 
-use balcao::domain::Cents;
-use balcao::domain::LedgerKey;
+use balcao::domain::{Cents, LedgerKey};
 use balcao::pix::mercadopago::{MercadoPagoGateway, PayerEmail, idempotency_key};
 use balcao::pix::{
     ChargeRef, GatewayError, MapSecrets, Notification, NotificationError, NotifiedCharge, PaymentState, PixGateway,

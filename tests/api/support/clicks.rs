@@ -3,8 +3,7 @@
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb};
 use crate::support::payloads::{bytes, envelope, text};
 use crate::support::scenario::{STAFF, Scenario};
-use balcao::domain::TenantId;
-use balcao::domain::{ClickId, Decision};
+use balcao::domain::{ClickId, Decision, TenantId};
 use balcao::store::OutboxStore;
 use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};

@@ -1,8 +1,7 @@
 //! The turn queue's inputs as the intake writes them: timings, inbound messages, a recorded turn.
 
 use balcao::domain::{ConversationId, JobId};
-use balcao::store::{InboundStore, Recorded, Store};
-use balcao::store::{JobKind, TurnTiming};
+use balcao::store::{InboundStore, JobKind, Recorded, Store, TurnTiming};
 use balcao::tenant::Tenant;
 use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{DateTime, TimeDelta, Utc};

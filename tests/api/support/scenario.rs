@@ -153,14 +153,9 @@ impl Scenario {
 
     pub fn ctx<'a>(&'a self, customer: &Customer, trigger: Option<&'a str>, at: DateTime<Utc>) -> CallContext<'a> {
         CallContext {
-            tenant: &self.tenant,
-            customer: customer.contact,
-            conversation: customer.conversation,
-            turn: None,
-            turn_attempt: None,
             trigger_message_id: trigger,
             tool_use_id: Some("toolu_test"),
-            now: at,
+            ..CallContext::outside_turn(&self.tenant, customer.contact, customer.conversation, at)
         }
     }
 

@@ -30,8 +30,7 @@ use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,
     ToolSpec,
 };
-use crate::store::ChargeStore;
-use crate::store::{ConsoleAgendaStore, InboundStore, OutboxStore, Store};
+use crate::store::{ChargeStore, ConsoleAgendaStore, InboundStore, OutboxStore, Store};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -189,14 +188,8 @@ async fn change(
         .ok_or_else(|| anyhow::anyhow!("appointment {id} has no conversation"))?;
     let who = format!("{BY_CONSOLE}{}", admin.email);
     let ctx = CallContext {
-        tenant,
-        customer,
-        conversation,
-        turn: None,
-        turn_attempt: None,
-        trigger_message_id: None,
         tool_use_id: Some(&who),
-        now: Utc::now(),
+        ..CallContext::outside_turn(tenant, customer, conversation, Utc::now())
     };
     let outcome = Executor::new(store.clone(), LEDGER_LEASE).execute(tool, &ctx, &input).await?;
     match outcome {

@@ -16,10 +16,8 @@ use super::long_date;
 use crate::domain::{Cents, ContactId};
 use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
-use crate::http::console::error::ConsoleError;
-use crate::http::console::error::render;
-use crate::http::console::page::local_time as at;
-use crate::http::console::page::{Nav, Section};
+use crate::http::console::error::{ConsoleError, render};
+use crate::http::console::page::{Nav, Section, local_time as at};
 use crate::store::{ActionEntry, CatalogStore, ConsoleAgendaStore, InboundStore, LedgerEntry};
 
 #[derive(Deserialize)]

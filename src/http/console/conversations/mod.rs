@@ -22,8 +22,7 @@ use axum_csrf::CsrfToken;
 use serde::Deserialize;
 
 use super::auth::{Admin, csrf_field};
-use super::error::ConsoleError;
-use super::error::render;
+use super::error::{ConsoleError, render};
 use super::page::{Nav, Section};
 use crate::domain::ConversationId;
 use crate::http::AppState;

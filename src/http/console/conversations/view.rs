@@ -11,8 +11,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::ledger::ExecutionRecord;
-use crate::store::OutboundRecord;
-use crate::store::{ActionRow, ChargeRow, ConversationSummary, InboundRow, ModelCall, TurnRow};
+use crate::store::{ActionRow, ChargeRow, ConversationSummary, InboundRow, ModelCall, OutboundRecord, TurnRow};
 use crate::whatsapp::OutboundMessage;
 
 pub fn local(at: DateTime<Utc>, zone: Tz) -> String {

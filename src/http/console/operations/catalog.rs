@@ -9,8 +9,7 @@ use chrono::Weekday;
 
 use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
-use crate::http::console::error::ConsoleError;
-use crate::http::console::error::render;
+use crate::http::console::error::{ConsoleError, render};
 use crate::http::console::page::{Nav, Section};
 use crate::store::CatalogStore;
 

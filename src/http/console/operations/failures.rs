@@ -15,10 +15,8 @@ use super::LIST_LIMIT;
 use crate::domain::JobId;
 use crate::http::AppState;
 use crate::http::console::auth::{Admin, csrf_field};
-use crate::http::console::error::ConsoleError;
-use crate::http::console::error::render;
-use crate::http::console::page::local_time as at;
-use crate::http::console::page::{Nav, Section};
+use crate::http::console::error::{ConsoleError, render};
+use crate::http::console::page::{Nav, Section, local_time as at};
 use crate::store::{ConsoleOpsStore, Retry};
 
 pub struct JobRow {
