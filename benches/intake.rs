@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use balcao::domain::DatabaseUrl;
-use balcao::inbound::{ConversationRef, IntakeWrite, TenantDirectory};
-use balcao::store::{IntakeStore, JobKind, Store, TenantStore, TurnTiming};
+use balcao::inbound::TenantDirectory;
+use balcao::store::{ConversationRef, IntakeStore, IntakeWrite, JobKind, Store, TenantStore, TurnTiming};
 use balcao::tenant::TenantSpec;
 use balcao::whatsapp::{ContactIdentity, InboundContent, NewInbound};
 use chrono::{TimeDelta, Utc};

@@ -24,13 +24,12 @@ use async_trait::async_trait;
 use chrono::Utc;
 use serde_json::Value;
 
-use crate::inbound::InboundMessage;
 use crate::jobs::{Replier, Turn, TurnHandler, TurnHistory};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
 use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
 use crate::metrics::{Metrics, stop_label};
-use crate::store::{CatalogStore, HistoryStore, LedgerStore, ModelCall, Store};
+use crate::store::{CatalogStore, HistoryStore, InboundMessage, LedgerStore, ModelCall, Store};
 use crate::whatsapp::OutboundMessage;
 
 /// WhatsApp text bodies hold 4,096 characters; longer answers go out in parts.

@@ -35,10 +35,9 @@ use futures::future::join_all;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::{IntakeWrite, Written};
 use crate::config::IntakeConfig;
 use crate::metrics::Metrics;
-use crate::store::{IntakeStore, Store, StoreError, StoreResult, TurnTiming};
+use crate::store::{IntakeStore, IntakeWrite, Store, StoreError, StoreResult, TurnTiming, Written};
 
 /// Batches' worth of writes a writer's queue holds: enough to fill its next batches while the
 /// current one commits; beyond it, requests wait to enqueue (backpressure).

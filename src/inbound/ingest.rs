@@ -3,11 +3,10 @@
 use serde_json::Value;
 
 use super::group_commit::GroupCommit;
-use super::{IntakeWrite, Written};
 use crate::domain::{ClickId, TenantId};
 use crate::inbound::TenantDirectory;
 use crate::metrics::Metrics;
-use crate::store::{JobKind, Recorded, Store};
+use crate::store::{IntakeWrite, JobKind, Recorded, Store, Written};
 use crate::whatsapp::webhook::parse_batch;
 
 /// What a body contained and what became of it.

@@ -14,9 +14,8 @@ use chrono::Utc;
 use super::end::Staged;
 use super::{TurnEnd, TurnHistory};
 use crate::domain::{ConversationId, JobId};
-use crate::inbound::{ConversationContact, InboundMessage};
 use crate::ledger::CallContext;
-use crate::store::{JobKind, Lease, NewOutbound};
+use crate::store::{ConversationContact, InboundMessage, JobKind, Lease, NewOutbound};
 use crate::tenant::Tenant;
 use crate::whatsapp::Recipient;
 

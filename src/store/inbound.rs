@@ -3,9 +3,11 @@
 use chrono::{DateTime, Utc};
 
 use super::tx::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
-use super::{Dialect, JobKind, Pool, Store, StoreError, StoreResult, TurnTiming, reading, writing};
+use super::{
+    ContactUpsert, ConversationContact, ConversationRef, Dialect, InboundMessage, JobKind, Pool, Store, StoreError,
+    StoreResult, TurnTiming, reading, writing,
+};
 use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
-use crate::inbound::{ContactUpsert, ConversationContact, ConversationRef, InboundMessage};
 use crate::whatsapp::{ContactIdentity, NewInbound};
 
 /// What storing an inbound message did.

@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::tx::{apply_status_on, bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
-use super::{Dialect, InboundStore, JobKind, OutboxStore, Pool, Recorded, Store, StoreResult, TurnTiming};
+use super::{
+    Dialect, InboundStore, IntakeWrite, JobKind, OutboxStore, Pool, Recorded, Store, StoreResult, TurnTiming, Written,
+};
 use crate::domain::{ConversationId, JobId};
-use crate::inbound::{IntakeWrite, Written};
 
 #[allow(async_fn_in_trait)]
 pub trait IntakeStore {

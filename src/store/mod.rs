@@ -40,6 +40,7 @@ mod outbox;
 mod payments;
 mod privacy;
 pub mod queue;
+pub mod received;
 pub mod replays;
 mod simulator;
 mod tenants;
@@ -84,6 +85,7 @@ pub use privacy::{
     ExportedOutbound, PrivacyStore,
 };
 pub use queue::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnTiming};
+pub use received::{ContactUpsert, ConversationContact, ConversationRef, InboundMessage, IntakeWrite, Written};
 pub use simulator::SimulatorStore;
 pub use tenants::TenantStore;
 

@@ -25,9 +25,8 @@ use chrono::{TimeDelta, Utc};
 
 use super::HandlerContext;
 use crate::domain::{ConversationId, to_delta};
-use crate::inbound::InboundMessage;
 use crate::jobs::{Replier, Turn, TurnHandler};
-use crate::store::{HandoffStore, OutboxStore, Store, TenantStore};
+use crate::store::{HandoffStore, InboundMessage, OutboxStore, Store, TenantStore};
 use crate::whatsapp::{ContactIdentity, OutboundMessage};
 
 /// What the customer types to ask for a person, once normalized ([`crate::domain::keyword::fold`]).

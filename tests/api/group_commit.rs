@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use balcao::config::IntakeConfig;
 use balcao::domain::ConversationId;
-use balcao::inbound::{ConversationRef, GroupCommit, IntakeWrite, Written};
+use balcao::inbound::GroupCommit;
 use balcao::metrics::Metrics;
-use balcao::store::{InboundStore, IntakeStore, JobKind, JobStore, Recorded};
+use balcao::store::{ConversationRef, InboundStore, IntakeStore, IntakeWrite, JobKind, JobStore, Recorded, Written};
 use chrono::Utc;
 
 use crate::contract;

@@ -118,12 +118,12 @@ pub(crate) use record_in_tx;
 macro_rules! conversation_in_tx {
     ($tx:ident, $tenant:expr, $conversation:expr, $now:expr) => {
         async {
-            let conversation: &$crate::inbound::ConversationRef = $conversation;
+            let conversation: &$crate::store::ConversationRef = $conversation;
             let upsert = match conversation {
-                $crate::inbound::ConversationRef::Known(known) => {
+                $crate::store::ConversationRef::Known(known) => {
                     return Ok::<_, $crate::store::StoreError>(*known);
                 }
-                $crate::inbound::ConversationRef::Upsert(upsert) => upsert,
+                $crate::store::ConversationRef::Upsert(upsert) => upsert,
             };
             let contact_id: i64 = sqlx::query_scalar(
                 "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
