@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{ActionPayload, Proposal, Proposer};
-use crate::appointments::{customer_booking, transient, transient_text};
+use crate::appointments::customer_booking;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
 use crate::store::CatalogStore;
@@ -47,11 +47,11 @@ impl Tool for CancelBooking {
         let id = call.args.i64("booking_id").unwrap_or_default();
         let store = &self.proposer.store;
         let current = customer_booking(store, call, id).await?;
-        let (services, _) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let (services, _) = store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
         let service = services.iter().find(|s| s.id == current.service_id).map_or("?", |s| s.name.as_str());
         let when = crate::messages::when_at(ctx.tenant.timezone, current.starts_at);
-        let text =
-            action_text(ActionText::OfferCancellation { service, when: &when }).map_err(|e| transient_text(&e))?;
+        let text = action_text(ActionText::OfferCancellation { service, when: &when })
+            .map_err(|e| ToolFailure::Transient(e.to_string()))?;
         let proposal = Proposal::new(ActionPayload::Cancellation { booking_id: id }, text, ctx.now);
         self.proposer.propose(call, proposal).await
     }

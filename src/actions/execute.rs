@@ -38,10 +38,6 @@ pub static EXECUTE_ACTION: ToolSpec = ToolSpec {
     }],
 };
 
-fn transient(e: impl std::fmt::Display) -> ToolFailure {
-    ToolFailure::Transient(format!("storage error: {e}"))
-}
-
 #[async_trait]
 impl Tool for ExecuteAction {
     fn spec(&self) -> &'static ToolSpec {
@@ -59,7 +55,7 @@ impl Tool for ExecuteAction {
             .store
             .action(ctx.tenant.id, id)
             .await
-            .map_err(transient)?
+            .map_err(ToolFailure::storage)?
             .filter(|a| a.conversation == ctx.conversation)
             .ok_or_else(|| ToolFailure::Permanent { message: "unknown action".into(), details: Value::Null })?;
         // Only a confirmed action runs; one already executed was settled with its result and
@@ -95,7 +91,7 @@ impl Tool for ExecuteAction {
                     .store
                     .confirm_attendance(ctx.tenant.id, ctx.customer, *booking_id, ctx.now)
                     .await
-                    .map_err(transient)?;
+                    .map_err(ToolFailure::storage)?;
                 match confirmed {
                     Some(a) => Ok(
                         json!({ "booking_id": a.id, "starts_at": a.starts_at.to_rfc3339(), "attendance": "confirmed" }),

@@ -79,17 +79,16 @@ impl Proposer {
     /// with [`proposal_json`], in one transaction.
     pub async fn propose(&self, call: &ToolCall<'_>, proposal: Proposal) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
-        let transient = |e: &dyn std::fmt::Display| ToolFailure::Transient(format!("storage error: {e}"));
         let Some(attempt) = call.attempt else {
             return Err(ToolFailure::Transient("proposals run through the ledger".into()));
         };
         let id = ActionId::random();
         let kind = proposal.payload.kind();
-        let to = self.replier.destination(ctx.tenant, ctx.conversation).await.map_err(|e| transient(&e))?;
-        let message = offer_message(id, kind, &proposal.text).map_err(|e| transient(&e))?;
+        let to = self.replier.destination(ctx.tenant, ctx.conversation).await.map_err(ToolFailure::storage)?;
+        let message = offer_message(id, kind, &proposal.text).map_err(ToolFailure::storage)?;
         let offer = to
             .message(format!("action:{}:offer", id.0.simple()), message)
-            .ok_or_else(|| transient(&"bad outbox key"))?;
+            .ok_or_else(|| ToolFailure::storage("bad outbox key"))?;
         let preview = PendingAction {
             id,
             tenant: ctx.tenant.id,
@@ -119,7 +118,7 @@ impl Proposer {
             settle: Some((attempt.fence, &result)),
         };
         let now = self.store.db_time(Utc::now());
-        match self.store.propose_action(&new, now).await.map_err(|e| transient(&e))? {
+        match self.store.propose_action(&new, now).await.map_err(ToolFailure::storage)? {
             Some(action) => {
                 self.replier.wake();
                 tracing::info!(tenant = %ctx.tenant.id, action = %action.id, kind = kind.as_str(), "action proposed");

@@ -4,7 +4,7 @@
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use serde_json::{Value, json};
 
-use super::{local, permanent, refused, transient};
+use super::local;
 use crate::booking::availability::{Day, Slot, slots_for};
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::store::{BookingStore, CatalogStore, Store};
@@ -31,14 +31,17 @@ pub async fn free_slots(
     bookings: Bookings,
 ) -> Result<Vec<(Slot, String)>, ToolFailure> {
     let tenant = call.ctx.tenant;
-    let (services, professionals) = store.catalog(tenant.id).await.map_err(transient)?;
+    let (services, professionals) = store.catalog(tenant.id).await.map_err(ToolFailure::storage)?;
     let service = services.iter().find(|s| s.id == service_id).ok_or_else(|| {
-        permanent("unknown service_id; call list_services for valid ids", json!({ "service_id": service_id }))
+        ToolFailure::permanent(
+            "unknown service_id; call list_services for valid ids",
+            json!({ "service_id": service_id }),
+        )
     })?;
     if let Some(id) = professional_id
         && !professionals.iter().any(|p| p.id == id && p.service_ids.contains(&service.id))
     {
-        return Err(permanent(
+        return Err(ToolFailure::permanent(
             "that professional does not perform this service; call list_services",
             json!({ "professional_id": id, "service_id": service_id }),
         ));
@@ -48,7 +51,7 @@ pub async fn free_slots(
         Bookings::Exclude => store
             .busy_blocks(tenant.id, day_start - TimeDelta::days(1), day_start + TimeDelta::days(2))
             .await
-            .map_err(transient)?,
+            .map_err(ToolFailure::storage)?,
         Bookings::Ignore => Vec::new(),
     };
     let day = Day { tz: tenant.timezone, settings: &tenant.booking, date, now: call.ctx.now };
@@ -96,7 +99,7 @@ pub async fn check_offered(store: &Store, call: &ToolCall<'_>, wanted: Wanted) -
     if offered.iter().any(|(s, _)| s.starts_at == wanted.start) {
         return Ok(());
     }
-    Err(refused(
+    Err(ToolFailure::refused(
         "not_available: that time is not offered (outside working hours, too soon or too far ahead)",
         json!({ "reason": "not_available", "alternatives": alternatives(store, call, wanted).await }),
     ))

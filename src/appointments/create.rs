@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::{Wanted, booking_failure, check_offered, permanent, renderer, transient};
+use super::{Wanted, booking_failure, check_offered, renderer};
 use crate::booking::Service;
 use crate::booking::availability::block;
 use crate::domain::LedgerKey;
@@ -20,7 +20,7 @@ pub fn starts_at(call: &ToolCall<'_>) -> Result<DateTime<Utc>, ToolFailure> {
     call.args
         .str("starts_at")
         .and_then(|s| parse_instant(s).ok())
-        .ok_or_else(|| permanent("starts_at must be a date-time with an offset", Value::Null))
+        .ok_or_else(|| ToolFailure::permanent("starts_at must be a date-time with an offset", Value::Null))
 }
 
 /// The `create_booking` key of a slot: what a move keys the appointment by from then on.
@@ -34,7 +34,7 @@ pub(super) fn create_key(
     };
     let args = CREATE_BOOKING
         .normalize(&json!({ "service_id": 0, "professional_id": professional_id, "starts_at": start.to_rfc3339() }))
-        .map_err(|e| permanent(format!("invalid booking: {e}"), Value::Null))?;
+        .map_err(|e| ToolFailure::permanent(format!("invalid booking: {e}"), Value::Null))?;
     let scope = KeyScope { tenant: ctx.tenant.id, customer: ctx.customer, trigger_message_id: ctx.trigger_message_id };
     derive_key(CREATE_BOOKING.name, policy, &scope, &CREATE_BOOKING.identity(&args))
         .map_err(|e| ToolFailure::Transient(e.to_string()))
@@ -52,19 +52,19 @@ pub async fn book(
     let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
         return Err(ToolFailure::Transient("bookings run through the ledger".into()));
     };
-    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
     let render = renderer(call, services.clone(), professionals);
     // A takeover (an earlier attempt died or lost the row) finds what is booked under the
     // key, so the answer is the booking, not a refusal of its own slot.
     if attempt.previous.is_some()
-        && let Some(existing) = store.appointment_by_key(ctx.tenant.id, key).await.map_err(transient)?
+        && let Some(existing) = store.appointment_by_key(ctx.tenant.id, key).await.map_err(ToolFailure::storage)?
     {
         return Ok(render(&existing));
     }
     let service: &Service = services
         .iter()
         .find(|s| s.id == service_id)
-        .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
+        .ok_or_else(|| ToolFailure::permanent("unknown service_id; call list_services", Value::Null))?;
     let wanted = Wanted { service_id, professional_id, start };
     check_offered(store, call, wanted).await?;
     let (starts_at, ends_at) = block(service, start);

@@ -32,16 +32,7 @@ use serde_json::{Value, json};
 use crate::booking::{Appointment, Professional, Service};
 
 use crate::ledger::{ToolCall, ToolFailure};
-use crate::store::{BookingError, Store, StoreError};
-
-/// A store failure is transient: nothing was decided, the next attempt may succeed.
-pub fn transient(e: StoreError) -> ToolFailure {
-    ToolFailure::Transient(format!("storage error: {e}"))
-}
-
-pub fn permanent(message: impl Into<String>, details: Value) -> ToolFailure {
-    ToolFailure::Permanent { message: message.into(), details }
-}
+use crate::store::{BookingError, Store};
 
 /// RFC 3339 in the tenant's zone: what the model repeats to the customer.
 pub fn local(tz: Tz, at: DateTime<Utc>) -> String {
@@ -72,14 +63,6 @@ pub fn booking_json(a: &Appointment, services: &[Service], professionals: &[Prof
     booking
 }
 
-pub fn refused(message: impl Into<String>, details: Value) -> ToolFailure {
-    ToolFailure::Refused { message: message.into(), details }
-}
-
-pub fn transient_text(e: &dyn std::fmt::Display) -> ToolFailure {
-    ToolFailure::Transient(e.to_string())
-}
-
 /// The booking as the model sees it, rendered inside the write's transaction from a catalog
 /// read before it.
 pub fn renderer(
@@ -105,12 +88,12 @@ pub async fn booking_failure(
                 Some(wanted) => alternatives(store, call, wanted).await,
                 None => Value::Array(Vec::new()),
             };
-            refused(
+            ToolFailure::refused(
                 "slot_taken: that time was just taken by someone else",
                 json!({ "reason": "slot_taken", "alternatives": alternatives }),
             )
         }
-        BookingError::CustomerOverlap(own) => refused(
+        BookingError::CustomerOverlap(own) => ToolFailure::refused(
             format!(
                 "conflict: the customer already has booking {} at {}; move or cancel it first, or choose another time",
                 own.id,
@@ -118,14 +101,15 @@ pub async fn booking_failure(
             ),
             json!({ "reason": "customer_busy", "booking_id": own.id, "starts_at": local(tz, own.starts_at) }),
         ),
-        BookingError::AlreadyStarted(a) => permanent(
+        BookingError::AlreadyStarted(a) => ToolFailure::permanent(
             format!("booking {} already started at {}; it can no longer be changed", a.id, local(tz, a.starts_at)),
             json!({ "reason": "already_started", "booking_id": a.id }),
         ),
-        BookingError::NotFound(what) => {
-            permanent(format!("not found: {what} among this customer's bookings; call list_my_bookings"), Value::Null)
-        }
+        BookingError::NotFound(what) => ToolFailure::permanent(
+            format!("not found: {what} among this customer's bookings; call list_my_bookings"),
+            Value::Null,
+        ),
         BookingError::Fenced => ToolFailure::Transient("another attempt took this call over".into()),
-        BookingError::Store(e) => transient(e),
+        BookingError::Store(e) => ToolFailure::storage(e),
     }
 }

@@ -5,9 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{
-    Wanted, booking_failure, check_offered, create::create_key, customer_booking, renderer, starts_at, transient,
-};
+use super::{Wanted, booking_failure, check_offered, create::create_key, customer_booking, renderer, starts_at};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::store::{BookingStore, CatalogStore, Move, SettleWith, Store};
 
@@ -67,7 +65,7 @@ pub async fn move_booking(
     let Some(attempt) = call.attempt else {
         return Err(ToolFailure::Transient("moves run through the ledger".into()));
     };
-    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+    let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
     let render = renderer(call, services, professionals);
     let current = customer_booking(store, call, id).await?;
     let professional_id = professional.unwrap_or(current.professional_id);

@@ -99,6 +99,21 @@ pub enum ToolFailure {
     Unknown(String),
 }
 
+impl ToolFailure {
+    /// A storage failure is transient: nothing was decided, the next attempt may succeed.
+    pub fn storage(e: impl std::fmt::Display) -> Self {
+        Self::Transient(format!("storage error: {e}"))
+    }
+
+    pub fn permanent(message: impl Into<String>, details: Value) -> Self {
+        Self::Permanent { message: message.into(), details }
+    }
+
+    pub fn refused(message: impl Into<String>, details: Value) -> Self {
+        Self::Refused { message: message.into(), details }
+    }
+}
+
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &'static ToolSpec;

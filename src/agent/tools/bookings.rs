@@ -7,9 +7,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::actions::{ActionPayload, Proposal, Proposer};
-use crate::appointments::{
-    Wanted, booking_failure, booking_json, check_offered, permanent, starts_at, transient, transient_text,
-};
+use crate::appointments::{Wanted, booking_failure, booking_json, check_offered, starts_at};
 use crate::booking::availability::block;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
@@ -34,9 +32,12 @@ impl Tool for ListMyBookings {
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
-        let upcoming =
-            self.store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(transient)?;
-        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let upcoming = self
+            .store
+            .upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now)
+            .await
+            .map_err(ToolFailure::storage)?;
+        let (services, professionals) = self.store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
         let bookings: Vec<Value> =
             upcoming.iter().map(|a| booking_json(a, &services, &professionals, ctx.tenant.timezone)).collect();
         Ok(json!({ "bookings": bookings }))
@@ -76,18 +77,19 @@ impl Tool for ProposeBooking {
         let service_id = call.args.i64("service_id").unwrap_or_default();
         let professional_id = call.args.i64("professional_id").unwrap_or_default();
         let start = starts_at(call)?;
-        let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(transient)?;
+        let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
         let service = services
             .iter()
             .find(|s| s.id == service_id)
-            .ok_or_else(|| permanent("unknown service_id; call list_services", Value::Null))?;
+            .ok_or_else(|| ToolFailure::permanent("unknown service_id; call list_services", Value::Null))?;
         let professional = professionals
             .iter()
             .find(|p| p.id == professional_id)
-            .ok_or_else(|| permanent("unknown professional_id", Value::Null))?;
+            .ok_or_else(|| ToolFailure::permanent("unknown professional_id", Value::Null))?;
         let wanted = Wanted { service_id, professional_id, start };
         check_offered(store, call, wanted).await?;
-        let upcoming = store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(transient)?;
+        let upcoming =
+            store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(ToolFailure::storage)?;
         let (_, ends_at) = block(service, start);
         if let Some(own) = upcoming.iter().find(|a| a.starts_at < ends_at && a.ends_at > start) {
             let e = BookingError::CustomerOverlap(Box::new(own.clone()));
@@ -99,7 +101,7 @@ impl Tool for ProposeBooking {
             professional: &professional.name,
             when: &when,
         })
-        .map_err(|e| transient_text(&e))?;
+        .map_err(|e| ToolFailure::Transient(e.to_string()))?;
         let payload = ActionPayload::Booking { service_id, professional_id, starts_at: start };
         self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
     }

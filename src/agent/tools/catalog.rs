@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use chrono::NaiveDate;
 use serde_json::{Value, json};
 
-use crate::appointments::{Bookings, free_slots, permanent, slots_json, transient};
+use crate::appointments::{Bookings, free_slots, slots_json};
 use crate::ledger::{Effect, FieldKind, FieldSpec, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::store::{CatalogStore, Store};
 
@@ -26,7 +26,7 @@ impl Tool for ListServices {
     }
 
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
-        let (services, professionals) = self.store.catalog(call.ctx.tenant.id).await.map_err(transient)?;
+        let (services, professionals) = self.store.catalog(call.ctx.tenant.id).await.map_err(ToolFailure::storage)?;
         let services: Vec<Value> = services
             .iter()
             .map(|s| {
@@ -97,7 +97,7 @@ impl Tool for CheckAvailability {
             .args
             .str("date")
             .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-            .ok_or_else(|| permanent("date must be YYYY-MM-DD", Value::Null))?;
+            .ok_or_else(|| ToolFailure::permanent("date must be YYYY-MM-DD", Value::Null))?;
         let slots =
             free_slots(&self.store, call, service_id, date, call.args.i64("professional_id"), Bookings::Exclude)
                 .await?;

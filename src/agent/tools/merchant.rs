@@ -11,7 +11,7 @@ use chrono::{NaiveDate, TimeDelta, TimeZone, Utc};
 use serde_json::{Value, json};
 
 use crate::actions::{ActionPayload, Proposal, Proposer};
-use crate::appointments::{local, permanent, transient};
+use crate::appointments::local;
 use crate::domain::{Cents, PhoneE164};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
@@ -24,7 +24,7 @@ pub const DESCRIPTION_MAX: usize = 140;
 
 fn refusal(text: ActionText<'_>, reason: &str) -> ToolFailure {
     let message = action_text(text).unwrap_or_else(|e| e.to_string());
-    permanent(message, json!({ "reason": reason }))
+    ToolFailure::permanent(message, json!({ "reason": reason }))
 }
 
 pub struct ProposeCharge {
@@ -68,10 +68,10 @@ pub static PROPOSE_CHARGE: ToolSpec = ToolSpec {
 /// Checks a proposed charge before it is offered; shared with the guided merchant menu.
 pub(crate) fn check_charge(amount: Cents, description: &str) -> Result<(), ToolFailure> {
     if amount.0 <= 0 {
-        return Err(permanent("amount must be greater than zero", json!({ "reason": "invalid_amount" })));
+        return Err(ToolFailure::permanent("amount must be greater than zero", json!({ "reason": "invalid_amount" })));
     }
     if description.chars().count() > DESCRIPTION_MAX {
-        return Err(permanent(
+        return Err(ToolFailure::permanent(
             format!("description must be at most {DESCRIPTION_MAX} characters"),
             json!({ "reason": "invalid_description" }),
         ));
@@ -88,15 +88,19 @@ impl Tool for ProposeCharge {
     async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
         let store = &self.proposer.store;
-        let contact = store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(transient)?;
-        let staff = store.staff(ctx.tenant.id).await.map_err(transient)?.includes(contact.wa_id.as_ref());
+        let contact =
+            store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(ToolFailure::storage)?;
+        let staff = store.staff(ctx.tenant.id).await.map_err(ToolFailure::storage)?.includes(contact.wa_id.as_ref());
         if !staff {
-            return Err(permanent("only the business's staff can charge", json!({ "reason": "not_staff" })));
+            return Err(ToolFailure::permanent(
+                "only the business's staff can charge",
+                json!({ "reason": "not_staff" }),
+            ));
         }
         let phone = call.args.str("customer_phone").and_then(|p| PhoneE164::parse(p).ok());
         let amount = call.args.str("amount").and_then(|a| Cents::parse_brl(a).ok());
         let (Some(phone), Some(amount), Some(description)) = (phone, amount, call.args.str("description")) else {
-            return Err(permanent("invalid charge", Value::Null));
+            return Err(ToolFailure::permanent("invalid charge", Value::Null));
         };
         check_charge(amount, description)?;
         if ctx.tenant.settings.pix.is_none() {
@@ -106,8 +110,9 @@ impl Tool for ProposeCharge {
         // after the merchant confirmed.
         let identity =
             ContactIdentity { wa_id: Some(phone.clone()), user_id: None, username: None, profile_name: None };
-        let customer = store.ensure_conversation(ctx.tenant.id, &identity, ctx.now).await.map_err(transient)?;
-        let last = store.last_inbound_at(ctx.tenant.id, customer).await.map_err(transient)?;
+        let customer =
+            store.ensure_conversation(ctx.tenant.id, &identity, ctx.now).await.map_err(ToolFailure::storage)?;
+        let last = store.last_inbound_at(ctx.tenant.id, customer).await.map_err(ToolFailure::storage)?;
         if choose_via(ctx.tenant, last, ctx.now).is_none() {
             return Err(refusal(ActionText::OutsideWindow, "outside_window"));
         }
@@ -149,10 +154,10 @@ impl Tool for ListCharges {
         if let Some(s) = status
             && !matches!(s, "pending" | "paid" | "expired" | "cancelled" | "refund_due")
         {
-            return Err(permanent(format!("unknown status {s:?}"), Value::Null));
+            return Err(ToolFailure::permanent(format!("unknown status {s:?}"), Value::Null));
         }
         let since = ctx.now - TimeDelta::days(30);
-        let charges = self.store.charges(ctx.tenant.id, status, since, 50).await.map_err(transient)?;
+        let charges = self.store.charges(ctx.tenant.id, status, since, 50).await.map_err(ToolFailure::storage)?;
         let total: i64 = charges.iter().filter(|c| c.status == "paid").map(|c| c.amount_cents).sum();
         Ok(json!({
             "charges": charges.iter().map(|c| c.to_json()).collect::<Vec<_>>(),
@@ -189,10 +194,10 @@ pub(crate) async fn agenda_of(
         d.and_hms_opt(0, 0, 0).and_then(|t| tz.from_local_datetime(&t).earliest()).map(|t| t.with_timezone(&Utc))
     };
     let (Some(from), Some(to)) = (start(date), date.succ_opt().and_then(start)) else {
-        return Err(permanent("invalid date", Value::Null));
+        return Err(ToolFailure::permanent("invalid date", Value::Null));
     };
-    let rows = store.agenda(tenant.id, from, to).await.map_err(transient)?;
-    let (services, professionals) = store.catalog(tenant.id).await.map_err(transient)?;
+    let rows = store.agenda(tenant.id, from, to).await.map_err(ToolFailure::storage)?;
+    let (services, professionals) = store.catalog(tenant.id).await.map_err(ToolFailure::storage)?;
     Ok(rows
         .iter()
         .map(|(a, name, phone)| {
@@ -220,7 +225,7 @@ impl Tool for Agenda {
             .args
             .str("date")
             .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
-            .ok_or_else(|| permanent("date must be YYYY-MM-DD", Value::Null))?;
+            .ok_or_else(|| ToolFailure::permanent("date must be YYYY-MM-DD", Value::Null))?;
         Ok(json!({ "date": date.to_string(), "appointments": agenda_of(&self.store, call.ctx.tenant, date).await? }))
     }
 }

@@ -62,14 +62,13 @@ pub async fn create_charge(
 ) -> Result<Value, ToolFailure> {
     let ctx = call.ctx;
     let tenant = ctx.tenant;
-    let transient = |e: crate::store::StoreError| ToolFailure::Transient(format!("storage error: {e}"));
     let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
         return Err(ToolFailure::Transient("charges run through the ledger".into()));
     };
     let Some(config) = tenant.settings.pix.as_ref() else { return Err(refused(ActionText::PixNotConfigured)) };
     let settings = PixSettings::from_raw(config.clone()).map_err(|_| refused(ActionText::PixNotConfigured))?;
     if attempt.previous.is_some()
-        && let Some(charge) = store.charge_by_key(tenant.id, key).await.map_err(transient)?
+        && let Some(charge) = store.charge_by_key(tenant.id, key).await.map_err(ToolFailure::storage)?
     {
         return Ok(charge.to_json()); // recorded by an attempt that died before settling
     }
@@ -80,9 +79,9 @@ pub async fn create_charge(
         username: None,
         profile_name: None,
     };
-    let customer = store.ensure_conversation(tenant.id, &identity, ctx.now).await.map_err(transient)?;
-    let contact = store.conversation_contact(tenant.id, customer).await.map_err(transient)?;
-    let last = store.last_inbound_at(tenant.id, customer).await.map_err(transient)?;
+    let customer = store.ensure_conversation(tenant.id, &identity, ctx.now).await.map_err(ToolFailure::storage)?;
+    let contact = store.conversation_contact(tenant.id, customer).await.map_err(ToolFailure::storage)?;
+    let last = store.last_inbound_at(tenant.id, customer).await.map_err(ToolFailure::storage)?;
     let Some(via) = choose_via(tenant, last, ctx.now) else { return Err(refused(ActionText::OutsideWindow)) };
 
     let request = ChargeRequest {
@@ -147,7 +146,7 @@ pub async fn create_charge(
     let messages = |charge: &Charge| customer_messages(tenant, charge, via, &destination);
     let render = |charge: &Charge| charge.to_json();
     let now = store.db_time(Utc::now());
-    match store.record_charge(&new, attempt.fence, &messages, &render, now).await.map_err(transient)? {
+    match store.record_charge(&new, attempt.fence, &messages, &render, now).await.map_err(ToolFailure::storage)? {
         Some(charge) => {
             replier.wake();
             Ok(charge.to_json())

@@ -19,7 +19,7 @@ use crate::ledger::{
 use crate::messages::{DepositText, deposit_text};
 use crate::money::charges::{ChargeOrder, create_charge};
 use crate::pix::Gateways;
-use crate::store::{BookingStore, DepositStore, InboundStore, Store, StoreError, TenantStore};
+use crate::store::{BookingStore, DepositStore, InboundStore, Store, TenantStore};
 use crate::tenant::Tenant;
 
 /// Held appointments looked at per sweep.
@@ -48,10 +48,6 @@ pub struct CreateDeposit {
     pub gateways: Arc<Gateways>,
 }
 
-fn transient(e: StoreError) -> ToolFailure {
-    ToolFailure::Transient(format!("storage error: {e}"))
-}
-
 fn permanent(message: String, reason: &str) -> ToolFailure {
     ToolFailure::Permanent { message, details: json!({ "reason": reason }) }
 }
@@ -69,18 +65,20 @@ impl Tool for CreateDeposit {
             .store
             .appointment(ctx.tenant.id, id)
             .await
-            .map_err(transient)?
+            .map_err(ToolFailure::storage)?
             .filter(|a| a.contact_id == ctx.customer.0)
             .ok_or_else(|| permanent(format!("appointment {id} not found for this customer"), "not_found"))?;
         let until = appointment
             .awaiting_deposit()
             .filter(|until| *until > ctx.now)
             .ok_or_else(|| permanent(format!("appointment {id} is not held for a deposit"), "not_held"))?;
-        let contact = self.store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(transient)?;
+        let contact =
+            self.store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(ToolFailure::storage)?;
         let phone = contact
             .wa_id
             .ok_or_else(|| permanent("the customer has no WhatsApp number to charge".into(), "no_phone"))?;
-        let (service, when) = super::describe(&self.store, ctx.tenant, &appointment).await.map_err(transient)?;
+        let (service, when) =
+            super::describe(&self.store, ctx.tenant, &appointment).await.map_err(ToolFailure::storage)?;
         let description = deposit_text(DepositText::Description { service: &service, when: &when })
             .map_err(|e| ToolFailure::Transient(e.to_string()))?;
         let order = ChargeOrder {

@@ -15,11 +15,11 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use balcao::domain::{Cents, LedgerKey, PhoneE164};
+use balcao::domain::Cents;
 use balcao::pix::bacen::BacenGateway;
 use balcao::pix::{
     ChargeRef, ChargeRequest, GatewayError, GatewayKind, MapSecrets, Notification, NotificationError, NotifiedCharge,
-    Payer, PaymentState, PixGateway, PixKey, PixKeyType, PixSettings, ProviderConfig, Txid, WebhookRequest, decode,
+    PaymentState, PixGateway, PixKey, PixKeyType, PixSettings, ProviderConfig, Txid, WebhookRequest, decode,
 };
 use chrono::Utc;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -482,17 +482,11 @@ fn gateway(pki: &Pki, psp: &FakePsp) -> BacenGateway {
     gateway_with(pki, psp, |_| {}).expect("gateway")
 }
 
+/// The providers' test charge, for a payer known by phone alone.
 fn request(key: &str, cents: i64) -> ChargeRequest {
-    let key = LedgerKey::from_stored(key.to_owned());
-    ChargeRequest {
-        txid: Txid::for_static(&key),
-        key,
-        amount: Cents(cents),
-        description: "Corte de cabelo".into(),
-        expires_at: Utc::now() + chrono::TimeDelta::hours(24),
-        payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("phone"), name: None },
-        window: balcao::domain::SendWindow::unbounded(),
-    }
+    let mut request = super::request(key, cents, Utc::now() + chrono::TimeDelta::hours(24));
+    request.payer.name = None;
+    request
 }
 
 fn cob_txid(req: &ChargeRequest) -> Txid {
