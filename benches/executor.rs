@@ -142,26 +142,6 @@ async fn direct(
     }
 }
 
-/// The sequential table's rows and the concurrent table's rows.
-/// A call outside any turn, by `contact`, at `now`.
-fn context(
-    tenant: &balcao::tenant::Tenant,
-    contact: ContactId,
-    conversation: ConversationId,
-    now: chrono::DateTime<Utc>,
-) -> CallContext<'_> {
-    CallContext {
-        tenant,
-        customer: contact,
-        conversation,
-        turn: None,
-        turn_attempt: None,
-        trigger_message_id: None,
-        tool_use_id: None,
-        now,
-    }
-}
-
 /// Calls per second of the four workloads the peer runs too, in [`PEER_WORKLOADS`] order.
 type Rates = [f64; 4];
 
@@ -171,7 +151,7 @@ const PEER_WORKLOADS: [&str; 4] = ["executed sequential", "replay sequential", "
 async fn bench(name: &str, url: &str) -> (String, String, Rates) {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
-    let ctx = |now| context(&tenant, contact, conversation, now);
+    let ctx = |now| CallContext::outside_turn(&tenant, contact, conversation, now);
     // Before the clock: every kind of call, then the planner's statistics (`common::analyze`).
     // Without them PostgreSQL's generic plan for the probe walked the tenant's rows by the
     // `subject` index, filtering on the key, instead of the unique index.
@@ -321,7 +301,7 @@ async fn concurrent(
                 let (executor, tenant) = (executor.clone(), tenant.clone());
                 tokio::spawn(async move {
                     for i in 0..PER_TASK {
-                        let ctx = context(&tenant, contact, conversation, Utc::now());
+                        let ctx = CallContext::outside_turn(&tenant, contact, conversation, Utc::now());
                         let input = json!({ "item": format!("concurrent-{task}-{i}") });
                         let outcome = executor.execute(&Noop(&NOOP), &ctx, &input).await.expect("execute");
                         match phase {
