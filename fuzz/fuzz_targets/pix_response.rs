@@ -3,8 +3,7 @@
 //! second the HTTP status; the rest is the body.
 #![no_main]
 
-use balcao::domain::{Cents, PhoneE164};
-use balcao::domain::LedgerKey;
+use balcao::domain::{Cents, LedgerKey, PhoneE164};
 use balcao::pix::{ChargeRequest, Payer, Txid, asaas, bacen, mercadopago};
 use chrono::{TimeZone, Utc};
 use libfuzzer_sys::fuzz_target;

@@ -47,7 +47,7 @@ for name, raw in [
 
 # Tenant files: the committed example and the test suites' files.
 put("tenant_file", "example.toml", read("tenants/example.toml"))
-scenario = read("tests/api/scenario.rs")
+scenario = read("tests/api/support/scenario.rs")
 template = re.search(r'pub fn catalog_file.*?r#"(.*?)"#', scenario, re.S).group(1)
 catalog = (template.replace("{slug}", "barbearia").replace("{phone_number_id}", "106540352242922")
            .replace("{timezone}", "America/Sao_Paulo"))
@@ -62,7 +62,7 @@ put("tenant_file", "deposit.toml", good + '[pix]\nkey = "caixa@example.com"\nkey
     'merchant_name = "Zé"\nmerchant_city = "São Paulo"\n[[services]]\nname = "Corte"\n'
     'duration_minutes = 30\nprice = "50.00"\ndeposit = "30%"\n')
 
-# Pix providers: the payloads of tests/api/pix_psp/*.rs and tests/api/pix_bacen.rs, made
+# Pix providers: the payloads of tests/api/pix_psp/*.rs (Bacen's in pix_psp/bacen.rs), made
 # concrete. First byte: parser; second: HTTP status (see fuzz_targets/pix_response.rs).
 PIX_STATUSES = [200, 201, 204, 302, 400, 401, 403, 404, 409, 429, 500, 503]
 PARSERS = ["asaas_payment", "asaas_event", "mercadopago_payment", "bacen_cob", "bacen_callback", "bacen_token"]
