@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
                 description: "Corte".into(),
                 expires_at: now,
                 payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("a phone"), name: None },
+                window: balcao::domain::SendWindow::unbounded(),
             };
             drop(mercadopago::read_payment(status, body, &req));
         }
