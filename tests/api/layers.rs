@@ -536,7 +536,7 @@ mod synthetic {
     #[test]
     fn the_store_may_name_allowlisted_records() {
         let store = "use crate::actions::{ActionStatus, PendingAction};\nmacro_rules! m {\n    () => {\n        \
-                     $crate::ledger::Held { generation: 1 }\n    };\n}\nfn f(x: crate::actions::Decision) {}\n\
+                     $crate::ledger::Held { generation: 1 }\n    };\n}\nfn f(x: crate::actions::ConfirmedVia) {}\n\
                      fn g(f: Fence) { if let crate::ledger::Fence::Claim(c) = f {} }\n";
         let report = run(&[("src/store/actions.rs", store), ("src/store/ledger.rs", "use crate::ledger::Fence;")]);
         assert!(report.violations.is_empty(), "{:#?}", report.violations);

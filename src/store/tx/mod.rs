@@ -9,13 +9,14 @@
 //!   ([`supersede_subject`]) and settles ([`settle_in_tx`]): effect and outcome commit together;
 //! - a message that announces a fact is inserted with it ([`insert_outbound`]), dropped when a
 //!   person has the conversation ([`handed_off`]);
-//! - an appointment's write runs fenced by its ledger row ([`fenced_write`]), the overlap the
-//!   database refuses told as a taken slot;
+//! - an appointment's write is a whole transaction of its own ([`fenced_write`]: fence, write,
+//!   settle, commit, run again when the database broke a deadlock), the overlap the database
+//!   refuses told as a taken slot;
 //! - an inbound message resolves its conversation ([`conversation_in_tx`]) and is recorded with
 //!   its job ([`record_in_tx`]).
 //!
-//! Each returns a `Result` the caller `?`s; none commits or rolls back: the caller's transaction
-//! decides.
+//! Each returns a `Result` the caller `?`s; none but `fenced_write` commits or rolls back: the
+//! caller's transaction decides.
 
 mod booking;
 mod conversation;
