@@ -38,6 +38,11 @@
 //! 12. `turns`: what happens to a claimed turn: dispatch, opt-out, handoff, the chain.
 //! 13. `http`: the axum edge: webhooks, health, metrics, simulator, the merchant console.
 //! 14. `app`: wiring: builds everything from a config and a store, and runs it.
+//!
+//! Two places differ from the first sketch of this order, on purpose: the ledger sits above the
+//! store, because its executor runs on the store while the store only keeps the ledger's rows;
+//! and actions sit above money and appointments, because a confirmed action runs a charge or a
+//! booking, while neither needs to know that a person confirmed it with a button.
 
 pub mod domain;
 

@@ -1,9 +1,11 @@
 //! Storage on SQLite (embedded default) and PostgreSQL, behind traits split by aggregate.
 //!
 //! The dependency rule: features (`inbound`, `jobs`, `agent`, `ledger`, `outbox`, `http`, …)
-//! import the store; the store may import the record types those features define (a claimed
-//! job, a ledger row, an appointment) and the domain newtypes, but never their logic; nothing
-//! else points up, so no feature depends on another through the store.
+//! import the store. The store owns the rows of the pipeline's tables (the queue's in [`queue`],
+//! the outbox's in [`outbound`], the intake's in [`received`]); of the features above it, it may
+//! name only the record types it keeps (a ledger row and its fence, a turn's end, a charge, a
+//! pending action: `tests/api/layers.rs` lists them), never their logic. Transaction fragments
+//! several files compose are in `tx`; the console's read models in [`console`].
 //!
 //! Invariants:
 //! - SQL is written once where the dialects agree (`$N` placeholders, `ON CONFLICT`,
