@@ -34,6 +34,28 @@ struct ProfessionalRow {
     hours: Json<WeeklyHours>,
     time_off: Json<Vec<(NaiveDateTime, NaiveDateTime)>>,
 }
+/// Inside the apply's transaction: deactivates the active rows of `$table` (services or
+/// professionals) whose name the tenant file no longer lists; true when it deactivated any.
+/// Rows are kept, not deleted: appointments point at them.
+macro_rules! deactivate_unlisted {
+    ($tx:expr, $table:literal, $tenant:expr, $listed:expr) => {{
+        let active: Vec<(i64, String)> =
+            sqlx::query_as(concat!("SELECT id, name FROM ", $table, " WHERE tenant_id = $1 AND active"))
+                .bind($tenant.0)
+                .fetch_all(&mut *$tx)
+                .await?;
+        let mut deactivated = false;
+        for (id, _) in active.iter().filter(|(_, name)| !$listed.contains(&name.as_str())) {
+            sqlx::query(concat!("UPDATE ", $table, " SET active = FALSE WHERE tenant_id = $1 AND id = $2"))
+                .bind($tenant.0)
+                .bind(id)
+                .execute(&mut *$tx)
+                .await?;
+            deactivated = true;
+        }
+        deactivated
+    }};
+}
 
 impl CatalogStore for Store {
     async fn apply_catalog(&self, tenant: TenantId, catalog: &CatalogSpec) -> StoreResult<bool> {
@@ -85,18 +107,8 @@ impl CatalogStore for Store {
                     .await?;
                 service_ids.push((service.name.clone(), id));
             }
-            let active: Vec<(i64, String)> = sqlx::query_as("SELECT id, name FROM services WHERE tenant_id = $1 AND active")
-                .bind(tenant.0)
-                .fetch_all(&mut *tx)
-                .await?;
-            for (id, _) in active.iter().filter(|(_, name)| !catalog.services.iter().any(|s| &s.name == name)) {
-                sqlx::query("UPDATE services SET active = FALSE WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant.0)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-                changed = true;
-            }
+            let listed: Vec<&str> = catalog.services.iter().map(|s| s.name.as_str()).collect();
+            changed |= deactivate_unlisted!(tx, "services", tenant, &listed);
 
             for professional in &catalog.professionals {
                 let touched = sqlx::query(
@@ -150,18 +162,8 @@ impl CatalogStore for Store {
                     changed = true;
                 }
             }
-            let active: Vec<(i64, String)> = sqlx::query_as("SELECT id, name FROM professionals WHERE tenant_id = $1 AND active")
-                .bind(tenant.0)
-                .fetch_all(&mut *tx)
-                .await?;
-            for (id, _) in active.iter().filter(|(_, name)| !catalog.professionals.iter().any(|p| &p.name == name)) {
-                sqlx::query("UPDATE professionals SET active = FALSE WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant.0)
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await?;
-                changed = true;
-            }
+            let listed: Vec<&str> = catalog.professionals.iter().map(|p| p.name.as_str()).collect();
+            changed |= deactivate_unlisted!(tx, "professionals", tenant, &listed);
             tx.commit().await?;
             Ok(changed)
         })
