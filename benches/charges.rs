@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use balcao::actions::ActionPayload;
-
 use balcao::app::App;
 use balcao::config::Config;
 use balcao::domain::{ActionId, Cents, ClickId, DatabaseUrl, Decision, PhoneE164};

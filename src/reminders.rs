@@ -24,7 +24,6 @@ use chrono::{DateTime, TimeDelta, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::actions::{ActionPayload, offer_message};
-
 use crate::domain::{ActionId, ClickId, ContactId, Decision, TenantId};
 use crate::jobs::Replier;
 use crate::messages::{ActionText, action_text, when_at};

@@ -237,7 +237,7 @@ impl ClickHandler {
             tenant: turn.tenant.id,
             conversation: turn.conversation,
             contact: turn.contact.contact_id,
-            staff: self.store.staff(turn.tenant.id).await?.includes(turn.contact.wa_id.as_ref()),
+            staff: self.store.is_staff(turn.tenant.id, turn.contact.wa_id.as_ref()).await?,
             via,
             message: &message.provider_message_id,
         };

@@ -218,6 +218,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn click_ids_fit_a_whatsapp_button_id() {
+        let id = ActionId::random();
+        for decision in [Decision::Confirm, Decision::Decline] {
+            assert!(ClickId::new(id, decision).id().len() <= crate::whatsapp::message::BUTTON_ID_MAX);
+        }
+    }
+
+    #[test]
     fn subjects_name_what_an_action_is_about() {
         let cancel = ActionPayload::Cancellation { booking_id: 7 };
         let attend = ActionPayload::Attendance { booking_id: 7 };

@@ -30,7 +30,6 @@ use chrono_tz::Tz;
 use serde_json::{Value, json};
 
 use crate::booking::{Appointment, Professional, Service};
-
 use crate::ledger::{ToolCall, ToolFailure};
 use crate::store::{BookingError, Store};
 

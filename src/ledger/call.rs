@@ -65,7 +65,7 @@ pub struct Attempt<'a> {
     /// reservation or claim.
     pub previous: Option<LedgerState>,
     /// Taken over from a row left running: until when its holder may still send an outside
-    /// request (see `ledger::window`). A handler calling a provider that does not deduplicate
+    /// request (see `domain::window`). A handler calling a provider that does not deduplicate
     /// waits this out, plus the request's timeout, before it looks the effect up.
     pub predecessor_sends_until: Option<Instant>,
 }

@@ -41,8 +41,9 @@
 //!   the key to outside systems and, after an unknown outcome, look the effect up before
 //!   creating it again;
 //! - the fence cannot reach a provider, so a handler sends an outside request only while its
-//!   [`SendWindow`] shows the lease still held, and an attempt that took over a running row is
-//!   told until when its predecessor could still send ([`window`] explains both).
+//!   [`SendWindow`](crate::domain::SendWindow) shows the lease still held, and an attempt that took over a running row is
+//!   told until when its predecessor could still send (`crate::domain::SendWindow`'s module
+//!   explains both).
 //!
 //! Where this goes beyond the designs in `reference/idempotency-anchors.md`: typed, versioned
 //! normalization (Powertools hashes raw JSON), a fingerprint conflict that explains itself

@@ -13,7 +13,7 @@
 //! - a gateway whose provider does not deduplicate creates (Asaas) sends one only while
 //!   [`ChargeRequest::window`] is open, and says how long a create sent may take to land
 //!   ([`PixGateway::late_create_window`]), so an attempt that took over from a frozen worker
-//!   waits that out before its lookup (`ledger::window` has the reasoning);
+//!   waits that out before its lookup (`domain::window` has the reasoning);
 //! - `copia_e_cola` is the provider's payload, stored and sent as is; it is checked with
 //!   [`super::brcode::decode`] but never "fixed".
 

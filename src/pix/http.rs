@@ -137,8 +137,12 @@ pub fn classify(provider: &str, status: StatusCode, message: String) -> GatewayE
         StatusClass::Unauthorized => {
             GatewayError::Unauthorized(format!("{provider} answered HTTP {status}: {message}"))
         }
-        StatusClass::Rejected => GatewayError::Rejected(format!("{message} ({provider}, HTTP {})", status.as_u16())),
-        StatusClass::Unknown | StatusClass::Redirect => {
+        StatusClass::Rejected if status.is_client_error() => {
+            GatewayError::Rejected(format!("{message} ({provider}, HTTP {})", status.as_u16()))
+        }
+        // A status outside 4xx that is no error class of its own (1xx, 6xx and beyond) proves
+        // nothing was created: look it up like a 5xx.
+        StatusClass::Rejected | StatusClass::Unknown | StatusClass::Redirect => {
             GatewayError::Unknown(format!("{provider} answered HTTP {status}: {message}"))
         }
     }

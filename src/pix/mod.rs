@@ -34,4 +34,5 @@ pub use qr::QrError;
 pub use sandbox::SandboxGateway;
 pub use secrets::{EnvSecrets, MapSecrets, Secrets};
 pub use settings::{GatewayKind, PixSettings, ProviderConfig, RawPix};
+pub use tlv::TlvError;
 pub use txid::{Txid, TxidError};

@@ -1,5 +1,6 @@
 //! Appointments. The overlap rule between professionals' appointments lives in the schema (see
-//! the migrations); this file turns its violation into [`BookingError::SlotTaken`].
+//! the migrations); the appointment's write (`super::tx::fenced_write`) turns its violation
+//! into [`BookingError::SlotTaken`].
 //!
 //! Each write may carry the ledger row it settles ([`SettleWith`]): the row's fence is checked
 //! first (locking the row on PostgreSQL), then the effect, the supersession of every row that
@@ -9,13 +10,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::tx::{
-    Keyed, db, fenced_write, hold_fence, overlap_or, release_active, settle_in_tx, subject, supersede_subject,
-};
-use super::{Dialect, Store, StoreResult, reading, writing};
+use super::tx::{database_failure, fenced_write, overlap_or, release_active};
+use super::{Dialect, Store, StoreResult, reading};
 use crate::booking::Appointment;
 use crate::domain::{Cents, ContactId, LedgerKey, TenantId};
-use crate::ledger::{Fence, Held};
+use crate::ledger::Fence;
 
 /// Why a booking write did not happen: a rule the database enforces (an overlap, a fence), or
 /// the storage itself.
@@ -206,7 +205,7 @@ impl BookingStore for Store {
                 .bind(new.key.as_str())
                 .fetch_optional(&mut *tx)
                 .await
-                .map_err(db)?;
+                .map_err(database_failure)?;
                 if let Some(own) = own {
                     return Err(BookingError::CustomerOverlap(Box::new(own)));
                 }
@@ -245,7 +244,7 @@ impl BookingStore for Store {
                 .bind(new.key.as_str())
                 .fetch_one(&mut *tx)
                 .await
-                .map_err(db)?,
+                .map_err(database_failure)?,
             }
         })
     }
@@ -270,7 +269,7 @@ impl BookingStore for Store {
             .bind(id)
             .execute(&mut *tx)
             .await
-            .map_err(db)?;
+            .map_err(database_failure)?;
             sqlx::query_as(concat!(
                 "UPDATE appointments SET status = 'cancelled', idempotency_key = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND id = $3 RETURNING ",
@@ -281,7 +280,7 @@ impl BookingStore for Store {
             .bind(id)
             .fetch_one(&mut *tx)
             .await
-            .map_err(db)?
+            .map_err(database_failure)?
         })
     }
 

@@ -34,6 +34,7 @@ struct ProfessionalRow {
     hours: Json<WeeklyHours>,
     time_off: Json<Vec<(NaiveDateTime, NaiveDateTime)>>,
 }
+
 /// Inside the apply's transaction: deactivates the active rows of `$table` (services or
 /// professionals) whose name the tenant file no longer lists; true when it deactivated any.
 /// Rows are kept, not deleted: appointments point at them.

@@ -4,8 +4,10 @@
 //! import the store. The store owns the rows of the pipeline's tables (the queue's in [`queue`],
 //! the outbox's in [`outbound`], the intake's in [`received`]); of the features above it, it may
 //! name only the record types it keeps (a ledger row and its fence, a turn's end, a charge, a
-//! pending action: `tests/api/layers.rs` lists them), never their logic. Transaction fragments
-//! several files compose are in `tx`; the console's read models in [`console`].
+//! pending action: `tests/api/layers.rs` lists them), never their workflows. The one behaviour
+//! it calls on such a type is the fence's own marker (`Fence::mark_settled` once a settlement
+//! commits, `Claim::mark_lost`), which records what the transaction decided. Transaction
+//! fragments several files compose are in `tx`; the console's read models in [`console`].
 //!
 //! Invariants:
 //! - SQL is written once where the dialects agree (`$N` placeholders, `ON CONFLICT`,

@@ -25,6 +25,14 @@ pub trait TenantStore {
     async fn tenant_by_slug(&self, slug: &str) -> StoreResult<Option<Tenant>>;
     async fn tenant(&self, id: TenantId) -> StoreResult<Option<Tenant>>;
     async fn staff(&self, tenant: TenantId) -> StoreResult<Staff>;
+    /// Whether a sender is one of the tenant's staff; one known only by a user id never is, and
+    /// costs no read.
+    async fn is_staff(&self, tenant: TenantId, wa_id: Option<&PhoneE164>) -> StoreResult<bool> {
+        match wa_id {
+            Some(_) => Ok(self.staff(tenant).await?.includes(wa_id)),
+            None => Ok(false),
+        }
+    }
     async fn count_tenants(&self) -> StoreResult<i64>;
     /// The tenants that carry their own access token.
     async fn tenants_with_token(&self) -> StoreResult<std::collections::HashSet<TenantId>>;

@@ -36,7 +36,7 @@ pub struct ByAudience {
 #[async_trait]
 impl TurnHandler for ByAudience {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
-        if self.store.staff(turn.tenant.id).await?.includes(turn.contact.wa_id.as_ref()) {
+        if self.store.is_staff(turn.tenant.id, turn.contact.wa_id.as_ref()).await? {
             self.merchant.handle(turn).await
         } else {
             self.customer.handle(turn).await

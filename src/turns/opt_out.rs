@@ -55,7 +55,7 @@ impl OptOut {
         let Some(command) = (last.kind == "text").then(|| last.body.as_deref().and_then(command)).flatten() else {
             return Ok(None);
         };
-        if self.store.staff(turn.tenant.id).await?.includes(turn.contact.wa_id.as_ref()) {
+        if self.store.is_staff(turn.tenant.id, turn.contact.wa_id.as_ref()).await? {
             return Ok(None);
         }
         if command == Command::OptIn && !self.store.is_silenced(turn.tenant.id, turn.contact.contact_id).await? {

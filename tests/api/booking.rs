@@ -11,14 +11,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 use crate::contract;
-use crate::support::scenario::{Scenario, catalog_file, now};
-
-pub fn executed(o: Outcome) -> Value {
-    match o {
-        Outcome::Executed(v) => v,
-        other => panic!("expected executed, got {other:?}"),
-    }
-}
+use crate::support::scenario::{Scenario, catalog_file, executed, now};
 
 fn starts(v: &Value) -> Vec<String> {
     v["slots"]

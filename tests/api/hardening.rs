@@ -24,13 +24,13 @@ use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::booking::executed;
 use crate::contract;
 use crate::support::agent::{agent_config, slot};
 use crate::support::common::{TestApp, TestDb, test_config};
 use crate::support::fake_model::{FakeModel, says, tool_use};
 use crate::support::payloads::{bytes, text_payload};
 use crate::support::queue::{record, timing};
+use crate::support::scenario::executed;
 use crate::support::scenario::{Scenario, catalog_file};
 
 fn refusal(o: &Outcome) -> (&str, &Value) {

@@ -5,7 +5,8 @@
 //! within one layer must not form a cycle. So each layer can be read, tested and changed knowing
 //! only what lies beneath it. The one exception is the store: it persists the record types that
 //! features define, so it may name those types (only the ones `STORE_MAY_NAME` lists), never
-//! call their logic.
+//! their workflows. A path names a type, not the methods called on it: the store's one call on
+//! such a type (the fence's own marker, after a commit) is written in `crate::store`'s docs.
 //!
 //! References are the `crate::` and `$crate::` paths in code (in `use` trees and inline), with
 //! comments and literals ignored. `super::` paths are not followed: cross-module imports go
@@ -17,8 +18,8 @@ use std::path::Path;
 
 const STORE: &str = "store";
 
-/// Feature module -> the record types the store may name from it (it stores them; it never calls
-/// the feature). Anything else the store imports from above it is a violation.
+/// Feature module -> the record types the store may name from it (it stores them; it never runs
+/// the feature's workflow). Anything else the store imports from above it is a violation.
 const STORE_MAY_NAME: &[(&str, &[&str])] = &[
     ("ledger", &["ExecutionRecord", "LedgerState", "Fence", "Held"]),
     ("jobs", &["TurnEnd", "TurnHistory"]),
@@ -353,7 +354,7 @@ fn analyze(layers: &[Vec<String>], declared: &[String], files: &[(String, String
                 let may = if allowed.is_empty() { "nothing".to_owned() } else { allowed.join(", ") };
                 violations.push(format!(
                     "{head}: {} — the store may name only the record types STORE_MAY_NAME lists for {target} \
-                     ({may}), never call its logic",
+                     ({may}), never its workflow",
                     refused.join(", ")
                 ));
             }

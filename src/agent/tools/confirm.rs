@@ -8,7 +8,6 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::actions::{ClickHandler, confirm_typed};
-
 use crate::domain::ActionId;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 

@@ -90,7 +90,10 @@ impl Tool for ProposeCharge {
         let store = &self.proposer.store;
         let contact =
             store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(ToolFailure::storage)?;
-        let staff = store.staff(ctx.tenant.id).await.map_err(ToolFailure::storage)?.includes(contact.wa_id.as_ref());
+        let staff = store
+            .is_staff(ctx.tenant.id, contact.wa_id.as_ref())
+            .await
+            .map_err(|e| ToolFailure::Transient(e.to_string()))?;
         if !staff {
             return Err(ToolFailure::permanent(
                 "only the business's staff can charge",

@@ -30,7 +30,7 @@ pub struct ChargeOrder<'a> {
     pub expires_at: chrono::DateTime<chrono::Utc>,
 }
 
-fn refused(text: ActionText<'_>) -> ToolFailure {
+fn not_possible(text: ActionText<'_>) -> ToolFailure {
     let message = action_text(text).unwrap_or_else(|e| e.to_string());
     ToolFailure::Permanent { message, details: json!({ "reason": "not_possible" }) }
 }
@@ -65,8 +65,8 @@ pub async fn create_charge(
     let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
         return Err(ToolFailure::Transient("charges run through the ledger".into()));
     };
-    let Some(config) = tenant.settings.pix.as_ref() else { return Err(refused(ActionText::PixNotConfigured)) };
-    let settings = PixSettings::from_raw(config.clone()).map_err(|_| refused(ActionText::PixNotConfigured))?;
+    let Some(config) = tenant.settings.pix.as_ref() else { return Err(not_possible(ActionText::PixNotConfigured)) };
+    let settings = PixSettings::from_raw(config.clone()).map_err(|_| not_possible(ActionText::PixNotConfigured))?;
     if attempt.previous.is_some()
         && let Some(charge) = store.charge_by_key(tenant.id, key).await.map_err(ToolFailure::storage)?
     {
@@ -82,7 +82,7 @@ pub async fn create_charge(
     let customer = store.ensure_conversation(tenant.id, &identity, ctx.now).await.map_err(ToolFailure::storage)?;
     let contact = store.conversation_contact(tenant.id, customer).await.map_err(ToolFailure::storage)?;
     let last = store.last_inbound_at(tenant.id, customer).await.map_err(ToolFailure::storage)?;
-    let Some(via) = choose_via(tenant, last, ctx.now) else { return Err(refused(ActionText::OutsideWindow)) };
+    let Some(via) = choose_via(tenant, last, ctx.now) else { return Err(not_possible(ActionText::OutsideWindow)) };
 
     let request = ChargeRequest {
         key: key.clone(),

@@ -48,7 +48,7 @@ pub struct CreateDeposit {
     pub gateways: Arc<Gateways>,
 }
 
-fn permanent(message: String, reason: &str) -> ToolFailure {
+fn permanent_because(message: String, reason: &str) -> ToolFailure {
     ToolFailure::Permanent { message, details: json!({ "reason": reason }) }
 }
 
@@ -67,16 +67,16 @@ impl Tool for CreateDeposit {
             .await
             .map_err(ToolFailure::storage)?
             .filter(|a| a.contact_id == ctx.customer.0)
-            .ok_or_else(|| permanent(format!("appointment {id} not found for this customer"), "not_found"))?;
+            .ok_or_else(|| permanent_because(format!("appointment {id} not found for this customer"), "not_found"))?;
         let until = appointment
             .awaiting_deposit()
             .filter(|until| *until > ctx.now)
-            .ok_or_else(|| permanent(format!("appointment {id} is not held for a deposit"), "not_held"))?;
+            .ok_or_else(|| permanent_because(format!("appointment {id} is not held for a deposit"), "not_held"))?;
         let contact =
             self.store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(ToolFailure::storage)?;
         let phone = contact
             .wa_id
-            .ok_or_else(|| permanent("the customer has no WhatsApp number to charge".into(), "no_phone"))?;
+            .ok_or_else(|| permanent_because("the customer has no WhatsApp number to charge".into(), "no_phone"))?;
         let (service, when) =
             super::describe(&self.store, ctx.tenant, &appointment).await.map_err(ToolFailure::storage)?;
         let description = deposit_text(DepositText::Description { service: &service, when: &when })

@@ -23,7 +23,8 @@ pub(crate) fn overlap_or(e: sqlx::Error) -> BookingError {
     BookingError::Store(e.into())
 }
 
-pub(crate) fn db(e: sqlx::Error) -> BookingError {
+/// A database failure inside an appointment's write, as the write reports it.
+pub(crate) fn database_failure(e: sqlx::Error) -> BookingError {
     BookingError::Store(StoreError::from(e))
 }
 
@@ -35,25 +36,25 @@ macro_rules! fenced_write {
         let mut tries = 1;
         loop {
             let attempt = async {
-                writing!($store, $pool => {
-                    let mut $tx = $pool.begin_write().await.map_err($crate::store::tx::db)?;
-                    let $held: Option<Held> = match $settle {
-                        Some(settle) => match hold_fence!($tx, $tenant, settle.fence).map_err($crate::store::tx::db)? {
+                $crate::store::writing!($store, $pool => {
+                    let mut $tx = $pool.begin_write().await.map_err($crate::store::tx::database_failure)?;
+                    let $held: Option<$crate::ledger::Held> = match $settle {
+                        Some(settle) => match $crate::store::tx::hold_fence!($tx, $tenant, settle.fence).map_err($crate::store::tx::database_failure)? {
                             Some(held) => Some(held),
-                            None => return Err(BookingError::Fenced),
+                            None => return Err($crate::store::BookingError::Fenced),
                         },
                         None => None,
                     };
-                    let appointment: Appointment = $body;
+                    let appointment: $crate::booking::Appointment = $body;
                     if let (Some(settle), Some(held)) = ($settle, $held) {
                         let result = (settle.render)(&appointment);
                         let settled =
-                            settle_in_tx!($tx, $tenant, held, &subject(appointment.id), &result, $now).map_err($crate::store::tx::db)?;
+                            $crate::store::tx::settle_in_tx!($tx, $tenant, held, &$crate::store::tx::subject(appointment.id), &result, $now).map_err($crate::store::tx::database_failure)?;
                         if !settled {
-                            return Err(BookingError::Fenced);
+                            return Err($crate::store::BookingError::Fenced);
                         }
                     }
-                    $tx.commit().await.map_err($crate::store::tx::db)?;
+                    $tx.commit().await.map_err($crate::store::tx::database_failure)?;
                     if let Some(settle) = $settle {
                         settle.fence.mark_settled();
                     }
@@ -88,33 +89,41 @@ macro_rules! release_active {
         let sql = $pool.pick(
             concat!(
                 "SELECT ",
-                appointment_columns!(),
+                $crate::store::appointments::appointment_columns!(),
                 ", idempotency_key FROM appointments
                  WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')"
             ),
             concat!(
                 "SELECT ",
-                appointment_columns!(),
+                $crate::store::appointments::appointment_columns!(),
                 ", idempotency_key FROM appointments
                  WHERE tenant_id = $1 AND contact_id = $2 AND id = $3 AND status IN ('held', 'confirmed')
                  FOR UPDATE"
             ),
         );
-        let current: Option<Keyed> = sqlx::query_as(sql)
+        let current: Option<$crate::store::tx::Keyed> = sqlx::query_as(sql)
             .bind($tenant.0)
             .bind($contact.0)
             .bind($id)
             .fetch_optional(&mut *$tx)
             .await
-            .map_err(db)?;
+            .map_err($crate::store::tx::database_failure)?;
         let key = match current {
-            None => return Err(BookingError::NotFound(format!("active booking {}", $id))),
+            None => return Err($crate::store::BookingError::NotFound(format!("active booking {}", $id))),
             Some(c) if c.appointment.starts_at <= $now => {
-                return Err(BookingError::AlreadyStarted(Box::new(c.appointment)));
+                return Err($crate::store::BookingError::AlreadyStarted(Box::new(c.appointment)));
             }
             Some(c) => c.idempotency_key,
         };
-        supersede_subject!($tx, $tenant, &subject($id), key.as_deref(), $held, $now).map_err(db)?;
+        $crate::store::tx::supersede_subject!(
+            $tx,
+            $tenant,
+            &$crate::store::tx::subject($id),
+            key.as_deref(),
+            $held,
+            $now
+        )
+        .map_err($crate::store::tx::database_failure)?;
         // Proposals about it (an old reminder's buttons, a cancellation not yet answered) no
         // longer describe it.
         let stale: Vec<String> = sqlx::query_scalar(
@@ -124,13 +133,21 @@ macro_rules! release_active {
         )
         .bind($now)
         .bind($tenant.0)
-        .bind(subject($id))
+        .bind($crate::store::tx::subject($id))
         .fetch_all(&mut *$tx)
         .await
-        .map_err(db)?;
+        .map_err($crate::store::tx::database_failure)?;
         for action in stale {
             let about = format!("action:{action}");
-            supersede_subject!($tx, $tenant, &about, None::<&str>, None::<Held>, $now).map_err(db)?;
+            $crate::store::tx::supersede_subject!(
+                $tx,
+                $tenant,
+                &about,
+                None::<&str>,
+                None::<$crate::ledger::Held>,
+                $now
+            )
+            .map_err($crate::store::tx::database_failure)?;
         }
     }};
 }

@@ -26,7 +26,8 @@ mod ledger;
 mod outbound;
 
 pub(crate) use booking::{
-    DEADLOCK_RETRIES, Keyed, db, fenced_write, is_deadlock, is_overlap, overlap_or, release_active, subject,
+    DEADLOCK_RETRIES, Keyed, database_failure, fenced_write, is_deadlock, is_overlap, overlap_or, release_active,
+    subject,
 };
 pub(crate) use conversation::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
 pub(crate) use history::insert_history;

@@ -1,4 +1,5 @@
-//! Buttons and clicks as Meta delivers them, and a merchant's charge proposed through the model.
+//! Buttons and clicks as Meta delivers them, and a merchant's charge proposed through the guided
+//! "Nova cobrança" form.
 
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb};
 use crate::support::payloads::{bytes, envelope, text};

@@ -185,3 +185,11 @@ impl Scenario {
         self.executor.execute(self.tool(tool).as_ref(), &ctx, &input).await.unwrap()
     }
 }
+
+/// The value of a call that ran, or a failed test saying what it did instead.
+pub fn executed(o: Outcome) -> Value {
+    match o {
+        Outcome::Executed(v) => v,
+        other => panic!("expected executed, got {other:?}"),
+    }
+}
