@@ -45,6 +45,7 @@ async fn run(name: &str, url: &str) -> String {
             customer_phone: PhoneE164::parse(&format!("+55119{i:08}")).expect("phone"),
             amount: Cents(5000),
             description: format!("Corte {i}"),
+            payer_document: None,
         };
         let id = ActionId::random();
         let action = NewAction {

@@ -74,17 +74,19 @@ impl Tool for ExecuteAction {
             ActionPayload::Move { booking_id, starts_at } => {
                 move_booking(&self.store, call, *booking_id, *starts_at, None).await
             }
-            ActionPayload::Charge { customer_phone, amount, description } => {
+            ActionPayload::Charge { customer_phone, amount, description, payer_document } => {
                 let order = ChargeOrder {
                     action: Some(id),
                     appointment: None,
                     customer_phone,
+                    payer_document: payer_document.as_ref(),
                     amount: *amount,
                     description,
                     merchant_conversation: Some(action.conversation),
                     expires_at: action.created_at + crate::money::charges::CHARGE_TTL,
+                    refusal: None,
                 };
-                create_charge(&self.store, &self.replier, &self.gateways, call, &order).await
+                create_charge(&self.store, &self.replier, &self.gateways, call, order).await
             }
             ActionPayload::Attendance { booking_id } => {
                 let confirmed = self

@@ -82,11 +82,29 @@ impl ActionKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ActionPayload {
-    Cancellation { booking_id: i64 },
-    Booking { service_id: i64, professional_id: i64, starts_at: DateTime<Utc> },
-    Move { booking_id: i64, starts_at: DateTime<Utc> },
-    Charge { customer_phone: crate::domain::PhoneE164, amount: crate::domain::Cents, description: String },
-    Attendance { booking_id: i64 },
+    Cancellation {
+        booking_id: i64,
+    },
+    Booking {
+        service_id: i64,
+        professional_id: i64,
+        starts_at: DateTime<Utc>,
+    },
+    Move {
+        booking_id: i64,
+        starts_at: DateTime<Utc>,
+    },
+    Charge {
+        customer_phone: crate::domain::PhoneE164,
+        amount: crate::domain::Cents,
+        description: String,
+        /// The payer's CPF or CNPJ, when the merchant gave one with the charge.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        payer_document: Option<crate::domain::PayerDocument>,
+    },
+    Attendance {
+        booking_id: i64,
+    },
 }
 
 impl ActionPayload {
@@ -110,9 +128,10 @@ impl ActionPayload {
                 format!("slot:{professional_id}:{}", starts_at.timestamp())
             }
             // The same charge asked again (the amount or text corrected otherwise is another).
-            Self::Charge { customer_phone, amount, description } => {
+            // The customer by their number's match key: one subject with or without the ninth digit.
+            Self::Charge { customer_phone, amount, description, .. } => {
                 let about = hex::encode(&Sha256::digest(description.as_bytes())[..8]);
-                format!("charge:{customer_phone}:{}:{about}", amount.0)
+                format!("charge:+{}:{}:{about}", customer_phone.match_key(), amount.0)
             }
         }
     }
@@ -235,8 +254,9 @@ mod tests {
             customer_phone: crate::domain::PhoneE164::parse("+5511999990000").expect("a phone"),
             amount: crate::domain::Cents(5000),
             description: "Corte".into(),
+            payer_document: None,
         };
-        assert!(charge.subject().starts_with("charge:+5511999990000:5000:"), "{}", charge.subject());
+        assert!(charge.subject().starts_with("charge:+551199990000:5000:"), "{}", charge.subject());
         assert_eq!(charge.kind(), ActionKind::Charge);
         assert!(charge.kind().merchant_only() && !charge.kind().typed_confirmation_allowed());
     }

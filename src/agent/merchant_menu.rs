@@ -1,5 +1,6 @@
-//! The staff's guided menu: "Nova cobrança" (amount → customer's phone → description →
-//! the charge's Confirmar/Cancelar buttons), "Cobranças de hoje", "Agenda de hoje".
+//! The staff's guided menu: "Nova cobrança" (amount → customer's phone → the customer's CPF
+//! or CNPJ, when the Pix provider needs one and the customer has none yet → description → the
+//! charge's Confirmar/Cancelar buttons), "Cobranças de hoje", "Agenda de hoje".
 //!
 //! Invariants:
 //! - the form's place is stored per conversation together with the turn that moved it and
@@ -15,7 +16,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::domain::{Cents, PhoneE164};
+use crate::domain::{Cents, PayerDocument, PhoneE164};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{FieldKind, normalize_text};
 use crate::ledger::{Executor, Outcome, Tool};
@@ -33,8 +34,19 @@ const AGENDA: &str = "m:agenda";
 #[serde(tag = "step", rename_all = "snake_case")]
 enum Form {
     Amount,
-    Phone { amount: Cents },
-    Description { amount: Cents, phone: PhoneE164 },
+    Phone {
+        amount: Cents,
+    },
+    Document {
+        amount: Cents,
+        phone: PhoneE164,
+    },
+    Description {
+        amount: Cents,
+        phone: PhoneE164,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        document: Option<PayerDocument>,
+    },
 }
 
 /// What is stored: the place after turn `turn`, and the place before it.
@@ -166,6 +178,15 @@ impl MerchantMenu {
         self.menu(turn, Some(merchant_text(M::Agenda { lines })?))
     }
 
+    /// Whether the Pix provider needs the CPF or CNPJ of the customer at `phone` and nobody
+    /// gave it yet.
+    async fn needs_document(&self, turn: &Turn, phone: &PhoneE164) -> anyhow::Result<bool> {
+        if !turn.tenant.settings.pix.as_ref().is_some_and(|pix| pix.requires_payer_document()) {
+            return Ok(false);
+        }
+        Ok(self.store.payer_document_of_phone(turn.tenant.id, phone).await?.is_none())
+    }
+
     /// The reply to the turn's last message, and the form's place after it.
     async fn answer(&self, turn: &Turn, form: Option<Form>) -> anyhow::Result<(Option<OutboundMessage>, Option<Form>)> {
         let Some(last) = turn.messages.last() else { return Ok((Some(self.menu(turn, None)?), None)) };
@@ -187,23 +208,39 @@ impl MerchantMenu {
                 _ => (Some(text(M::InvalidAmount)?), Some(Form::Amount)),
             },
             Some(Form::Phone { amount }) => match parse_phone(body) {
-                Some(phone) => (Some(text(M::AskDescription)?), Some(Form::Description { amount, phone })),
+                Some(phone) if self.needs_document(turn, &phone).await? => {
+                    (Some(text(M::AskDocument)?), Some(Form::Document { amount, phone }))
+                }
+                Some(phone) => {
+                    (Some(text(M::AskDescription)?), Some(Form::Description { amount, phone, document: None }))
+                }
                 None => (Some(text(M::InvalidPhone)?), Some(Form::Phone { amount })),
             },
-            Some(Form::Description { amount, phone }) => {
+            Some(Form::Document { amount, phone }) => match PayerDocument::from_message(body) {
+                Some(document) => (
+                    Some(text(M::AskDescription)?),
+                    Some(Form::Description { amount, phone, document: Some(document) }),
+                ),
+                None => (Some(text(M::InvalidDocument)?), Some(Form::Document { amount, phone })),
+            },
+            Some(Form::Description { amount, phone, document }) => {
                 let description = FieldKind::Label.normalize(&json!(body)).ok();
                 let description = description
                     .as_ref()
                     .and_then(Value::as_str)
                     .filter(|d| crate::agent::tools::check_charge(amount, d).is_ok());
                 let Some(description) = description else {
-                    return Ok((Some(text(M::InvalidDescription)?), Some(Form::Description { amount, phone })));
+                    let form = Form::Description { amount, phone, document };
+                    return Ok((Some(text(M::InvalidDescription)?), Some(form)));
                 };
-                let input = json!({
+                let mut input = json!({
                     "customer_phone": phone.as_str(),
                     "amount": amount.to_decimal(),
                     "description": description,
                 });
+                if let Some(document) = &document {
+                    input["payer_document"] = json!(document.as_str());
+                }
                 match self.call(turn, "propose_charge", input).await? {
                     // The proposal's buttons are the reply, already queued.
                     Outcome::Executed(_) | Outcome::AlreadyDone(_) => (None, None),
@@ -248,7 +285,9 @@ mod tests {
 
     #[test]
     fn the_form_round_trips_through_json() {
-        let form = Form::Description { amount: Cents(5000), phone: PhoneE164::parse("+5511999990000").expect("phone") };
+        let phone = PhoneE164::parse("+5511999990000").expect("phone");
+        let document = PayerDocument::parse("529.982.247-25").ok();
+        let form = Form::Description { amount: Cents(5000), phone, document };
         let stored = Stored { turn: 7, before: Some(Form::Amount), after: Some(form.clone()) };
         let back: Stored = serde_json::from_value(serde_json::to_value(&stored).expect("json")).expect("parse");
         assert_eq!(back.after, Some(form));

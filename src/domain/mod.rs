@@ -1,8 +1,9 @@
 //! The floor: values that checked themselves when they were built, and helpers with no I/O
-//! (ids, the ids a button carries, money in cents, E.164 phones, secrets, idempotency keys,
-//! the one-word commands, time helpers). Everything may import it; it imports nothing of ours.
+//! (ids, the ids a button carries, money in cents, E.164 phones, payers' CPF/CNPJ, secrets,
+//! idempotency keys, the one-word commands, time helpers). Everything may import it; it imports nothing of ours.
 
 mod click;
+mod document;
 mod ids;
 pub mod keyword;
 mod ledger_key;
@@ -13,6 +14,7 @@ mod time;
 mod window;
 
 pub use click::{ActionId, ClickId, Decision};
+pub use document::{DocumentError, DocumentKind, PayerDocument};
 pub use ids::{ContactId, ConversationId, JobId, OutboundId, TenantId};
 pub use ledger_key::LedgerKey;
 pub use money::{Cents, MoneyError};

@@ -1,4 +1,10 @@
 //! E.164 phone numbers: `+` followed by 8 to 15 digits, the first not zero.
+//!
+//! One person, two spellings: WhatsApp reports many Brazilian mobiles without the ninth digit
+//! (`wa_id` `551188887777` for `+55 11 98888-7777`), while people type it. [`PhoneE164::same_person`]
+//! and [`PhoneE164::match_key`] compare numbers in one canonical form, so a customer stays one
+//! contact and a staff number matches however it was written; the number itself is kept as
+//! given, since the one WhatsApp reports is the one to send to.
 
 use std::fmt;
 
@@ -45,6 +51,26 @@ impl PhoneE164 {
     pub fn digits(&self) -> &str {
         &self.0[1..]
     }
+
+    /// The digits numbers are compared by: a Brazilian mobile (`55`, a two-digit area code,
+    /// `9` and eight digits starting 6 to 9, the mobiles that had eight digits before the ninth
+    /// was added) without its ninth digit, so both spellings give the same key; every other
+    /// number as it is (an eight-digit number starting 2 to 5 is a landline).
+    pub fn match_key(&self) -> String {
+        let digits = self.digits();
+        let bytes = digits.as_bytes();
+        let area_code = bytes.get(2..4).is_some_and(|a| a.iter().all(|b| (b'1'..=b'9').contains(b)));
+        if bytes.len() == 13 && digits.starts_with("55") && area_code && bytes[4] == b'9' && bytes[5] >= b'6' {
+            format!("{}{}", &digits[..4], &digits[5..])
+        } else {
+            digits.to_owned()
+        }
+    }
+
+    /// Whether two numbers reach the same person (see [`PhoneE164::match_key`]).
+    pub fn same_person(&self, other: &PhoneE164) -> bool {
+        self == other || self.match_key() == other.match_key()
+    }
 }
 
 impl fmt::Display for PhoneE164 {
@@ -76,6 +102,28 @@ mod tests {
         let wa = PhoneE164::parse("16505551234").unwrap();
         assert_eq!(wa.as_str(), "+16505551234");
         assert_eq!(wa.digits(), "16505551234");
+    }
+
+    #[test]
+    fn brazilian_mobiles_match_with_or_without_the_ninth_digit() {
+        let typed = PhoneE164::parse("+5511988887777").unwrap();
+        let reported = PhoneE164::parse("551188887777").unwrap();
+        assert_eq!(typed.match_key(), "551188887777");
+        assert_eq!(reported.match_key(), "551188887777");
+        assert!(typed.same_person(&reported) && reported.same_person(&typed));
+        assert_eq!(typed.as_str(), "+5511988887777", "the number itself is kept as given");
+        // Another mobile, a landline, a foreign number with 13 digits, an area code with a 0.
+        for (a, b) in [
+            ("+5511988887777", "+5511988887778"),
+            ("+551133334444", "+5511933334444"),
+            ("+5521988887777", "+551188887777"),
+        ] {
+            assert!(!PhoneE164::parse(a).unwrap().same_person(&PhoneE164::parse(b).unwrap()), "{a} {b}");
+        }
+        for unchanged in ["+551133334444", "+4915123456789", "+5501988887777", "+16505551234"] {
+            let phone = PhoneE164::parse(unchanged).unwrap();
+            assert_eq!(phone.match_key(), phone.digits(), "{unchanged}");
+        }
     }
 
     #[test]

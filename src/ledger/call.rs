@@ -64,9 +64,10 @@ pub struct Attempt<'a> {
     /// died) tells the handler to look the effect up before creating it. `None` for a fresh
     /// reservation or claim.
     pub previous: Option<LedgerState>,
-    /// Taken over from a row left running: until when its holder may still send an outside
-    /// request (see `domain::window`). A handler calling a provider that does not deduplicate
-    /// waits this out, plus the request's timeout, before it looks the effect up.
+    /// Taken over from a row left running or with an unknown outcome: until when its holder
+    /// may still have sent an outside request (see `domain::window`). A handler calling a
+    /// provider that does not deduplicate waits this out, plus the time such a request may take
+    /// to land, before it trusts a lookup that finds nothing.
     pub predecessor_sends_until: Option<Instant>,
 }
 

@@ -201,12 +201,20 @@ impl Executor {
     /// Until when the holder of `row`, taken over now, may still send an outside request: a
     /// row left running after its lease ran out was held by an attempt whose window closed
     /// before it; one taken from a live earlier attempt of the same turn may have been renewed
-    /// a moment ago, for a whole lease.
+    /// a moment ago, for a whole lease; one whose outcome is unknown was given up when it was
+    /// settled, its request possibly still on its way.
     fn predecessor_sends_until(&self, row: &ExecutionRecord, now: DateTime<Utc>) -> Option<Instant> {
-        (row.state() == Some(LedgerState::Running)).then(|| {
-            let live = row.locked_until.is_some_and(|until| until > now);
-            Instant::now() + if live { self.lease } else { Duration::ZERO }
-        })
+        match row.state()? {
+            LedgerState::Running => {
+                let live = row.locked_until.is_some_and(|until| until > now);
+                Some(Instant::now() + if live { self.lease } else { Duration::ZERO })
+            }
+            LedgerState::OutcomeUnknown => {
+                let ago = row.completed_at.map_or(Duration::ZERO, |at| (now - at).to_std().unwrap_or_default());
+                Some(Instant::now().checked_sub(ago).unwrap_or_else(Instant::now))
+            }
+            _ => None,
+        }
     }
 
     /// Runs the handler while renewing the lease, then stores the outcome under the same

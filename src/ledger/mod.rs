@@ -135,6 +135,9 @@ pub struct ExecutionRecord {
     pub created_at: DateTime<Utc>,
     /// A token of the attempt that inserted the row (diagnostics; nothing compares it).
     pub reserved_by: String,
+    /// When the row was last settled: for `outcome_unknown`, when its attempt gave up on the
+    /// outside request (which may still land after that).
+    pub completed_at: Option<DateTime<Utc>>,
 }
 
 impl ExecutionRecord {

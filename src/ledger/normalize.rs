@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 use unicode_normalization::UnicodeNormalization;
 
-use crate::domain::{Cents, PhoneE164};
+use crate::domain::{Cents, PayerDocument, PhoneE164};
 
 /// 2: free text is NFKC-normalized again after lowercasing (version 1 left `J` + caron as
 /// `j` + caron, which normalizes to `ǰ`: its canonical form was not a fixed point).
@@ -34,6 +34,8 @@ pub enum FieldKind {
     /// Text a person will read (a charge's description): NFKC, trimmed, inner whitespace
     /// collapsed, case kept.
     Label,
+    /// A CPF or CNPJ with valid check digits; canonical form compact and uppercase.
+    Document,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,6 +89,10 @@ impl FieldKind {
                 let s = as_str(value, "a string")?;
                 Ok(Value::from(normalize_text(s)))
             }
+            Self::Document => {
+                let s = as_str(value, "a CPF (11 digits) or CNPJ (14 characters), like 529.982.247-25")?;
+                PayerDocument::parse(s).map(|d| Value::from(d.as_str())).map_err(|e| NormalizeError(e.to_string()))
+            }
             Self::Label => {
                 let s = as_str(value, "a string")?;
                 let nfkc: String = s.nfkc().collect();
@@ -106,8 +112,7 @@ impl FieldKind {
             Self::Date => serde_json::json!({ "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" }),
             Self::Money => serde_json::json!({ "type": "string", "pattern": "^[0-9]+([.,][0-9]{1,2})?$" }),
             Self::Id => serde_json::json!({ "type": "integer", "minimum": 0 }),
-            Self::Phone => serde_json::json!({ "type": "string" }),
-            Self::Text | Self::Label => serde_json::json!({ "type": "string" }),
+            Self::Phone | Self::Document | Self::Text | Self::Label => serde_json::json!({ "type": "string" }),
         }
     }
 }
@@ -204,6 +209,8 @@ mod tests {
         assert!(FieldKind::Date.normalize(&json!("2026-3-1")).is_err());
         assert_eq!(FieldKind::Date.normalize(&json!(" 2026-03-01 ")).unwrap(), json!("2026-03-01"));
         assert_eq!(FieldKind::Phone.normalize(&json!("+55 (11) 99999-0000")).unwrap(), json!("+5511999990000"));
+        assert_eq!(FieldKind::Document.normalize(&json!("529.982.247-25")).unwrap(), json!("52998224725"));
+        assert!(FieldKind::Document.normalize(&json!("529.982.247-24")).unwrap_err().0.contains("check digits"));
         assert_eq!(FieldKind::Text.normalize(&json!("  Corte   MASCULINO\u{00A0}")).unwrap(), json!("corte masculino"));
         // NFKC folds compatibility forms: fullwidth letters, ligatures.
         assert_eq!(normalize_text("ＣＯＲＴＥ ﬁno"), "corte fino");

@@ -14,16 +14,24 @@
 //!   resultado da tentativa anterior antes de criar novamente");
 //! - a lease does not stop a worker frozen past it from posting when it wakes, after another
 //!   attempt's lookup found nothing (the fault campaign found exactly that: two payments for
-//!   one charge). So the payment is posted only while the request's send window is open, and
-//!   [`PixGateway::late_create_window`] is the client's timeout, which an attempt that took
-//!   over waits out before looking up.
+//!   one charge). So the payment is posted only while the request's send window is open;
+//! - nor does a timeout stop Asaas: a create we gave up on may still be made a while later,
+//!   and a retry's lookup a second after would find nothing and post a second one. So
+//!   [`PixGateway::late_create_window`] is the client's timeout plus `[pix]
+//!   lookup_margin_seconds` (30 by default), and an attempt that took over from a running or
+//!   unknown one waits that long past the moment its predecessor could last have sent before it
+//!   trusts a lookup that finds nothing. A create slower than that margin is the remaining
+//!   risk, which the margin is the operator's lever on.
 //!
 //! Customers: Asaas lists customers by `externalReference` (no phone filter is documented), so
-//! ours carry `wa:<phone digits>`. A race can leave two customers for one phone: harmless. They
+//! ours carry `wa:<phone match key>` (a Brazilian mobile without its ninth digit, so one person
+//! is one customer however the number was written). A race can leave two customers for one phone: harmless. They
 //! are created with `notificationDisabled`, so Asaas sends no e-mail or SMS of its own: the
-//! customer hears from us on WhatsApp. Some Asaas accounts require a CPF/CNPJ to charge a
-//! customer; we have none, and Asaas's refusal reaches the merchant as [`GatewayError::Rejected`]
-//! with its own text.
+//! customer hears from us on WhatsApp. Asaas documents `cpfCnpj` as required for a customer, and
+//! accounts that enforce it refuse a payment for a customer without one ("é necessário preencher
+//! o CPF ou CNPJ do cliente"), so a charge always carries the payer's document: the customer is
+//! created with it, updated (`PUT /v3/customers/{id}`) when the one we hold differs, and a
+//! request without one is refused before anything is sent.
 //!
 //! Webhooks carry the token configured in Asaas in the `asaas-access-token` header, compared in
 //! constant time with the secret `webhook_secret_env` names. Payment states: `RECEIVED` and
@@ -49,7 +57,7 @@ use super::gateway::{
 use super::http;
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
-use crate::domain::Secret;
+use crate::domain::{PayerDocument, Secret};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.asaas.com";
 const PROVIDER: &str = "Asaas";
@@ -63,6 +71,7 @@ const WEBHOOK_TOKEN_HEADER: &str = "asaas-access-token";
 pub struct AsaasGateway {
     http: reqwest::Client,
     timeout: Duration,
+    lookup_margin: Duration,
     base: Url,
     /// Marked sensitive: never printed by `Debug`.
     api_key: HeaderValue,
@@ -85,7 +94,8 @@ impl AsaasGateway {
         let raw = provider.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL).trim().trim_end_matches('/');
         let base = http::base_url(raw.strip_suffix("/v3").unwrap_or(raw))?;
         let timeout = settings.provider.timeout.unwrap_or(http::DEFAULT_TIMEOUT);
-        Ok(Self { http: http::client(timeout)?, timeout, base, api_key, webhook_token })
+        let lookup_margin = settings.provider.lookup_margin;
+        Ok(Self { http: http::client(timeout)?, timeout, lookup_margin, base, api_key, webhook_token })
     }
 
     /// The same gateway with another request timeout.
@@ -110,21 +120,31 @@ impl AsaasGateway {
         http::send_json(PROVIDER, request, readable_error).await
     }
 
+    async fn put<T: DeserializeOwned>(&self, path: &[&str], body: &Value) -> Result<T, GatewayError> {
+        let request = self.http.put(self.url(path, &[])?).header("access_token", self.api_key.clone()).json(body);
+        http::send_json(PROVIDER, request, readable_error).await
+    }
+
     /// The live payment whose `externalReference` is `reference`, if any.
     async fn payment_by_reference(&self, reference: &str) -> Result<Option<Payment>, GatewayError> {
         let page: Page<Payment> = self.get(&["payments"], &[("externalReference", reference)]).await?;
         Ok(page.data.into_iter().find(|p| !p.deleted))
     }
 
-    async fn customer(&self, payer: &Payer) -> Result<String, GatewayError> {
-        let reference = format!("wa:{}", payer.phone.digits());
+    /// The payer's customer, created with its CPF/CNPJ, or updated when the document changed.
+    async fn customer(&self, payer: &Payer, document: &PayerDocument) -> Result<String, GatewayError> {
+        let reference = format!("wa:{}", payer.phone.match_key());
         let page: Page<Customer> = self.get(&["customers"], &[("externalReference", &reference)]).await?;
         if let Some(found) = page.data.into_iter().find(|c| !c.deleted) {
+            if found.cpf_cnpj.as_deref() != Some(document.as_str()) {
+                let _: Customer = self.put(&["customers", &found.id], &json!({ "cpfCnpj": document.as_str() })).await?;
+            }
             return Ok(found.id);
         }
         let name = payer.name.as_deref().map(str::trim).filter(|n| !n.is_empty()).unwrap_or(payer.phone.as_str());
         let body = json!({
             "name": cut(name, MAX_NAME_CHARS),
+            "cpfCnpj": document.as_str(),
             "mobilePhone": mobile_phone(payer),
             "externalReference": reference,
             "notificationDisabled": true,
@@ -156,7 +176,13 @@ impl PixGateway for AsaasGateway {
         if let Some(existing) = self.payment_by_reference(req.txid.as_str()).await? {
             return self.charge(req, existing).await;
         }
-        let customer = self.customer(&req.payer).await?;
+        // Asaas documents `cpfCnpj` as required for a customer, and accounts that enforce it
+        // refuse the payment without it: the caller asks for it before proposing the charge.
+        let document =
+            req.payer.document.as_ref().ok_or_else(|| {
+                GatewayError::Rejected("Asaas needs the payer's CPF or CNPJ to create the charge".into())
+            })?;
+        let customer = self.customer(&req.payer, document).await?;
         let body = json!({
             "customer": customer,
             "billingType": "PIX",
@@ -174,7 +200,7 @@ impl PixGateway for AsaasGateway {
     }
 
     fn late_create_window(&self) -> Option<Duration> {
-        Some(self.timeout)
+        Some(self.timeout + self.lookup_margin)
     }
 
     async fn find(&self, req: &ChargeRequest) -> Result<Option<CreatedCharge>, GatewayError> {
@@ -211,10 +237,13 @@ struct Page<T> {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Customer {
     id: String,
     #[serde(default)]
     deleted: bool,
+    #[serde(default)]
+    cpf_cnpj: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -327,7 +356,7 @@ mod tests {
 
     #[test]
     fn brazilian_mobiles_lose_the_country_code() {
-        let payer = |p: &str| Payer { phone: PhoneE164::parse(p).unwrap(), name: None };
+        let payer = |p: &str| Payer { phone: PhoneE164::parse(p).unwrap(), name: None, document: None };
         assert_eq!(mobile_phone(&payer("+5547999376637")), "47999376637");
         assert_eq!(mobile_phone(&payer("+16505551234")), "16505551234");
     }

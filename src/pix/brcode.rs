@@ -7,17 +7,20 @@
 //! - `00` = `01` comes first; `63` comes last and holds the CRC-16/CCITT-FALSE of everything
 //!   before its 4 hex digits (including `6304`), in uppercase;
 //! - `26` holds the GUI `br.gov.bcb.pix` (any case) and either a key (`26-01`, a canonical
-//!   [`PixKey`]) or a URL without scheme (`26-25`);
+//!   [`PixKey`]) or a URL without scheme (`26-25`); or, in a Pix Automático code, the GUI alone,
+//!   the recurrence's URL then sitting in `80` (`80-00` the same GUI, `80-25` the URL);
 //! - `52` is 4 digits, `53` = `986`, `58` = `BR`; `54`, if present, is a positive amount like
 //!   `123.45` of at most 13 characters;
 //! - `59` (name, ≤ 25), `60` (city, ≤ 15), `26-02`, `26-25` and `62-05` are printable ASCII, so
-//!   byte and character lengths agree for every reader; `62-05` is `***` or ≤ 25 characters
-//!   without spaces;
+//!   byte and character lengths agree for every reader; a static code's `62-05` is `***` or
+//!   ≤ 25 characters without spaces;
 //! - [`BrCode::encode`] gives back the decoded payload byte for byte: fields, their order and
 //!   any template we do not interpret (`27 BR.COM.OUTRO`, `80`, …) are kept verbatim.
 //!
 //! Rules are checked field by field in payload order, so an error names the first bad field.
-//! Payer apps ignore the dynamic code's `62-05` and its description, so those are not refused.
+//! Payer apps ignore a dynamic code's `62-05` (the payment's txid is behind the URL), so a
+//! nonconforming one there is a [`BrCode::warnings`] entry, not an error: one PSP writing its
+//! 35-character txid there must not fail every charge made through it.
 
 use super::fold::fold_ascii;
 use super::key::PixKey;
@@ -53,6 +56,8 @@ const KEY: u8 = 1;
 const DESCRIPTION: u8 = 2;
 const URL: u8 = 25;
 const REFERENCE_LABEL: u8 = 5;
+/// The unreserved template Pix Automático uses for the recurrence.
+const RECURRENCE: u8 = 80;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BrCodeError {
@@ -107,11 +112,14 @@ impl Field {
 }
 
 /// A decoded, valid BR Code.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrCode {
     fields: Vec<Field>,
     key: Option<PixKey>,
     amount: Option<Cents>,
+    /// `26` held the GUI alone: valid only with a recurrence in `80`.
+    gui_only: bool,
+    warnings: Vec<String>,
 }
 
 impl BrCode {
@@ -132,8 +140,17 @@ impl BrCode {
     pub fn url(&self) -> Option<&str> {
         self.sub(PIX_ACCOUNT, URL)
     }
+    /// Where a payer's bank fetches the Pix Automático recurrence, without scheme.
+    pub fn recurrence_url(&self) -> Option<&str> {
+        self.field(RECURRENCE).filter(|f| is_pix_template(f)).and_then(|f| f.child(URL)).map(Field::value)
+    }
+    /// A charge (or recurrence) fetched from a URL rather than paid to a key.
     pub fn is_dynamic(&self) -> bool {
-        self.url().is_some()
+        self.url().is_some() || self.gui_only
+    }
+    /// What was accepted although nonconforming (a dynamic code's 62-05), for the log.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
     pub fn description(&self) -> Option<&str> {
         self.sub(PIX_ACCOUNT, DESCRIPTION)
@@ -173,7 +190,7 @@ pub fn decode(payload: &str) -> Result<BrCode, BrCodeError> {
         return Err(BrCodeError::TooLong(payload.len()));
     }
     check_crc(payload)?;
-    let mut code = BrCode { fields: Vec::new(), key: None, amount: None };
+    let mut code = BrCode::default();
     let mut seen = [false; 100];
     for item in Tlv::new(payload, 0) {
         let (id, value, at) = item?;
@@ -194,7 +211,35 @@ pub fn decode(payload: &str) -> Result<BrCode, BrCodeError> {
             return Err(BrCodeError::Missing(label(None, id)));
         }
     }
+    if code.gui_only {
+        check_recurrence(&code)?;
+    }
     Ok(code)
+}
+
+/// A GUI-only `26` is a Pix Automático code: `80` must carry the Pix GUI and the recurrence's URL.
+fn check_recurrence(code: &BrCode) -> Result<(), BrCodeError> {
+    let needs = "needs a key (26-01) or a URL (26-25), or a Pix Automático recurrence in field 80";
+    let Some(recurrence) = code.field(RECURRENCE).filter(|f| is_pix_template(f)) else {
+        return Err(field_error(None, PIX_ACCOUNT, needs));
+    };
+    let url =
+        recurrence.child(URL).ok_or_else(|| field_error(Some(RECURRENCE), URL, "the recurrence needs its URL"))?;
+    check_url(&url.value).map_err(|m| field_error(Some(RECURRENCE), URL, m))
+}
+
+/// A template whose GUI is Pix's (`80` is shared with other arrangements).
+fn is_pix_template(field: &Field) -> bool {
+    field.children().and_then(|c| c.first()).is_some_and(|gui| gui.id == GUI && gui.value.eq_ignore_ascii_case(PIX_GUI))
+}
+
+/// A URL as a BR Code carries it: printable ASCII without spaces or scheme.
+fn check_url(url: &str) -> Result<(), String> {
+    check_ans(url, MAX_VALUE_LEN, true)?;
+    if url.contains("://") {
+        return Err("must not contain a scheme such as https://".to_owned());
+    }
+    Ok(())
 }
 
 fn check_field(code: &mut BrCode, id: u8, value: &str, at: usize) -> Result<Field, BrCodeError> {
@@ -217,9 +262,15 @@ fn check_field(code: &mut BrCode, id: u8, value: &str, at: usize) -> Result<Fiel
             let children = strict_children(ADDITIONAL, value, at)?;
             if let Some(reference) = children.iter().find(|c| c.id == REFERENCE_LABEL) {
                 let txid = reference.value();
-                if txid != NO_TXID {
-                    check_ans(txid, MAX_STATIC_TXID_LEN, true)
-                        .map_err(|m| field_error(Some(ADDITIONAL), REFERENCE_LABEL, m))?;
+                if txid != NO_TXID
+                    && let Err(message) = check_ans(txid, MAX_STATIC_TXID_LEN, true)
+                {
+                    let error = field_error(Some(ADDITIONAL), REFERENCE_LABEL, message);
+                    // `26` comes first, so whether the code is dynamic is known here.
+                    if !code.is_dynamic() {
+                        return Err(error);
+                    }
+                    code.warnings.push(format!("{error} (ignored by payer apps in a dynamic code)"));
                 }
             }
             return Ok(Field { id, value: value.to_owned(), children: Some(children) });
@@ -247,12 +298,7 @@ fn check_pix_account(code: &mut BrCode, value: &str, at: usize) -> Result<Field,
         match child.id {
             KEY => code.key = Some(PixKey::infer(&child.value).map_err(|e| fail(KEY, e.to_string()))?),
             DESCRIPTION => check_ans(&child.value, MAX_VALUE_LEN, false).map_err(|m| fail(DESCRIPTION, m))?,
-            URL => {
-                check_ans(&child.value, MAX_VALUE_LEN, true).map_err(|m| fail(URL, m))?;
-                if child.value.contains("://") {
-                    return Err(fail(URL, "must not contain a scheme such as https://".to_owned()));
-                }
-            }
+            URL => check_url(&child.value).map_err(|m| fail(URL, m))?,
             _ => {}
         }
     }
@@ -262,7 +308,11 @@ fn check_pix_account(code: &mut BrCode, value: &str, at: usize) -> Result<Field,
             Ok(Field { id: PIX_ACCOUNT, value: value.to_owned(), children: Some(children) })
         }
         (true, true) => Err(field_error(None, PIX_ACCOUNT, "holds both a key (26-01) and a URL (26-25)")),
-        (false, false) => Err(field_error(None, PIX_ACCOUNT, "needs a key (26-01) or a URL (26-25)")),
+        // Checked once `80` has been read.
+        (false, false) => {
+            code.gui_only = true;
+            Ok(Field { id: PIX_ACCOUNT, value: value.to_owned(), children: Some(children) })
+        }
     }
 }
 
@@ -405,7 +455,7 @@ impl StaticCharge {
             None => NO_TXID,
         };
         fields.push(Field::template(ADDITIONAL, vec![Field::leaf(REFERENCE_LABEL, txid)]));
-        let code = BrCode { fields, key: None, amount: None };
+        let code = BrCode { fields, ..BrCode::default() };
         decode(&code.encode())
     }
 }

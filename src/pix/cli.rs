@@ -86,6 +86,9 @@ pub fn decode_report(payload: &str) -> Result<String, BrCodeError> {
         write_field(&mut out, None, field);
     }
     let _ = writeln!(out, "CRC OK ({})", code.crc());
+    for warning in code.warnings() {
+        let _ = writeln!(out, "Warning: {warning}");
+    }
     let _ = writeln!(out, "Pix rules OK: {}", summary(&code));
     Ok(out)
 }
@@ -106,10 +109,12 @@ fn write_field(out: &mut String, parent: Option<u8>, field: &Field) {
 }
 
 fn summary(code: &BrCode) -> String {
-    let kind = match (code.url(), code.key()) {
-        (Some(url), _) => format!("dynamic code, URL {url}"),
-        (None, Some(key)) => format!("static code, key {key} ({})", key.kind()),
-        (None, None) => "no key".to_owned(),
+    let kind = match (code.url(), code.key(), code.recurrence_url()) {
+        (Some(url), _, None) => format!("dynamic code, URL {url}"),
+        (Some(url), _, Some(rec)) => format!("dynamic code, URL {url}, Pix Automático recurrence {rec}"),
+        (None, None, Some(rec)) => format!("Pix Automático code, recurrence {rec}"),
+        (None, Some(key), _) => format!("static code, key {key} ({})", key.kind()),
+        (None, None, None) => "no key".to_owned(),
     };
     let amount = code.amount().map_or_else(|| "no amount".to_owned(), |a| format!("amount {a}"));
     let txid = code.txid().map_or_else(|| "no txid".to_owned(), |t| format!("txid {t}"));

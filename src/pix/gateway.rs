@@ -12,8 +12,9 @@
 //! - [`GatewayError::Rejected`] is permanent for this request: retrying cannot succeed.
 //! - a gateway whose provider does not deduplicate creates (Asaas) sends one only while
 //!   [`ChargeRequest::window`] is open, and says how long a create sent may take to land
-//!   ([`PixGateway::late_create_window`]), so an attempt that took over from a frozen worker
-//!   waits that out before its lookup (`domain::window` has the reasoning);
+//!   ([`PixGateway::late_create_window`]), so an attempt that took over from a frozen worker,
+//!   or from one whose create timed out, waits that out before its lookup (`domain::window`
+//!   has the reasoning);
 //! - `copia_e_cola` is the provider's payload, stored and sent as is; it is checked with
 //!   [`super::brcode::decode`] but never "fixed".
 
@@ -22,13 +23,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::txid::Txid;
-use crate::domain::{Cents, LedgerKey, PhoneE164, SendWindow};
+use crate::domain::{Cents, LedgerKey, PayerDocument, PhoneE164, SendWindow};
 
 /// Who pays: providers that keep customers (Asaas) find or create one by phone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payer {
     pub phone: PhoneE164,
     pub name: Option<String>,
+    /// The payer's CPF or CNPJ: required by Asaas, sent to Bacen and Mercado Pago when known.
+    pub document: Option<PayerDocument>,
 }
 
 #[derive(Debug, Clone)]
@@ -136,8 +139,9 @@ pub trait PixGateway: Send + Sync {
     async fn create(&self, req: &ChargeRequest) -> Result<CreatedCharge, GatewayError>;
 
     /// For a provider that does not deduplicate creates: how long after it was sent a create
-    /// may still land (the request's timeout). `None` (the default): the provider returns the
-    /// same charge for a repeated create (a txid, an idempotency key), so timing is moot.
+    /// may still land (the request's timeout and a margin for a slow provider). `None` (the
+    /// default): the provider returns the same charge for a repeated create (a txid, an
+    /// idempotency key), so timing is moot.
     fn late_create_window(&self) -> Option<Duration> {
         None
     }

@@ -124,7 +124,9 @@ pub enum StatusClass {
 pub fn status_class(status: StatusCode) -> StatusClass {
     match status.as_u16() {
         401 | 403 => StatusClass::Unauthorized,
-        408 | 429 | 500..=599 => StatusClass::Unknown,
+        // A conflict on an idempotent request (Mercado Pago: the same X-Idempotency-Key still
+        // being processed) proves the request is known, not that it failed: look it up.
+        408 | 409 | 429 | 500..=599 => StatusClass::Unknown,
         300..=399 => StatusClass::Redirect,
         _ => StatusClass::Rejected,
     }
@@ -176,13 +178,14 @@ pub(crate) mod tests {
 
     /// What every gateway answers for these statuses, whatever its client: the tests of each
     /// gateway's classifier run through them (and add their own).
-    pub(crate) const EVERY_GATEWAY: [(u16, &str); 9] = [
+    pub(crate) const EVERY_GATEWAY: [(u16, &str); 10] = [
         (400, "rejected"),
         (404, "rejected"),
         (422, "rejected"),
         (401, "unauthorized"),
         (403, "unauthorized"),
         (408, "unknown"),
+        (409, "unknown"),
         (429, "unknown"),
         (500, "unknown"),
         (503, "unknown"),

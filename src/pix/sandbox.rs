@@ -86,6 +86,7 @@ mod tests {
             payer: crate::pix::gateway::Payer {
                 phone: crate::domain::PhoneE164::parse("+5511999990000").unwrap(),
                 name: None,
+                document: None,
             },
             window: crate::domain::SendWindow::unbounded(),
         }

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fold::fold_ascii;
 use super::key::{PixKey, PixKeyType};
+use super::mercadopago::payer::PayerEmail;
 
 /// Who creates the charges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,12 @@ impl GatewayKind {
         }
     }
 
+    /// Whether a charge needs the payer's CPF or CNPJ: Asaas refuses a payment for a customer
+    /// without one on accounts that enforce it, so it is always asked for.
+    pub fn requires_payer_document(self) -> bool {
+        self == Self::Asaas
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Sandbox => "sandbox",
@@ -48,7 +55,7 @@ impl GatewayKind {
 
 /// How to reach a real provider. Secrets are never in the file: it names the environment
 /// variables that hold them, read when the gateway is built.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderConfig {
     /// The API's base URL (required for bacen; asaas and mercadopago have defaults).
     pub base_url: Option<String>,
@@ -70,11 +77,40 @@ pub struct ProviderConfig {
     /// The variable holding what authenticates notifications: the Asaas webhook token, the
     /// Mercado Pago webhook secret, or the Bacen callback's secret path segment.
     pub webhook_secret_env: Option<String>,
+    /// mercadopago: where the payer's required e-mail comes from.
+    pub payer_email: Option<PayerEmail>,
     /// How long one request to the provider may take (each gateway has its default). A
     /// worker waits this long on a provider that hangs, and an attempt that takes over a
     /// charge from a frozen worker waits it out before its lookup (Asaas).
     pub timeout: Option<Duration>,
+    /// How long after our request gave up a provider that does not deduplicate creates (Asaas)
+    /// may still create the charge: an empty lookup is trusted only after it.
+    pub lookup_margin: Duration,
 }
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            token_url: None,
+            client_id: None,
+            client_secret_env: None,
+            cert_file: None,
+            key_file: None,
+            ca_file: None,
+            txid_secret_env: None,
+            api_key_env: None,
+            webhook_secret_env: None,
+            payer_email: None,
+            timeout: None,
+            lookup_margin: DEFAULT_LOOKUP_MARGIN,
+        }
+    }
+}
+
+/// `[pix] lookup_margin_seconds` when absent, and its bounds.
+pub const DEFAULT_LOOKUP_MARGIN: Duration = Duration::from_secs(30);
+const LOOKUP_MARGIN_SECONDS: RangeInclusive<u64> = 0..=600;
 
 /// Bounds of `[pix] timeout_seconds`: long enough for a slow provider, short enough that a
 /// hanging one does not hold a worker for minutes.
@@ -140,14 +176,34 @@ pub struct RawPix {
     /// Seconds one request to the provider may take (1–60; default 20, 30 for bacen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// mercadopago: the payer e-mail it requires, an address you own or `@domain` for
+    /// `<phone digits>@domain` per customer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payer_email: Option<String>,
+    /// asaas: seconds after a create we gave up on that Asaas may still make the payment
+    /// (0–600; default 30). A lookup that finds nothing is trusted only after them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookup_margin_seconds: Option<u64>,
+}
+
+impl RawPix {
+    /// The gateway the table names (`sandbox` when it names none).
+    pub fn gateway_kind(&self) -> Result<GatewayKind, String> {
+        match self.gateway.as_deref() {
+            Some(name) => GatewayKind::parse(name).map_err(|e| format!("gateway: {e}")),
+            None => Ok(GatewayKind::Sandbox),
+        }
+    }
+
+    /// Whether charges on this table's gateway need the payer's CPF or CNPJ.
+    pub fn requires_payer_document(&self) -> bool {
+        self.gateway_kind().is_ok_and(GatewayKind::requires_payer_document)
+    }
 }
 
 impl PixSettings {
     pub fn from_raw(raw: RawPix) -> Result<Self, String> {
-        let gateway = match raw.gateway.as_deref() {
-            Some(name) => GatewayKind::parse(name).map_err(|e| format!("gateway: {e}"))?,
-            None => GatewayKind::Sandbox,
-        };
+        let gateway = raw.gateway_kind()?;
         let kind = PixKeyType::parse(&raw.key_type).map_err(|e| format!("key_type: {e}"))?;
         let key = PixKey::parse(kind, &raw.key).map_err(|e| format!("key: {e}"))?;
         let merchant_name = checked_text("merchant_name", &raw.merchant_name)?;
@@ -160,6 +216,16 @@ impl PixSettings {
             }
             None => None,
         };
+        let lookup_margin = match raw.lookup_margin_seconds {
+            Some(seconds) if LOOKUP_MARGIN_SECONDS.contains(&seconds) => Duration::from_secs(seconds),
+            Some(seconds) => {
+                let (low, high) = (LOOKUP_MARGIN_SECONDS.start(), LOOKUP_MARGIN_SECONDS.end());
+                return Err(format!("lookup_margin_seconds: {seconds} is outside {low}–{high}"));
+            }
+            None => DEFAULT_LOOKUP_MARGIN,
+        };
+        let payer_email =
+            raw.payer_email.as_deref().map(PayerEmail::parse).transpose().map_err(|e| format!("payer_email: {e}"))?;
         let provider = ProviderConfig {
             base_url: raw.base_url,
             token_url: raw.token_url,
@@ -171,7 +237,9 @@ impl PixSettings {
             txid_secret_env: raw.txid_secret_env,
             api_key_env: raw.api_key_env,
             webhook_secret_env: raw.webhook_secret_env,
+            payer_email,
             timeout,
+            lookup_margin,
         };
         let required: &[(&str, &Option<String>)] = match gateway {
             GatewayKind::Sandbox => &[],
@@ -187,6 +255,11 @@ impl PixSettings {
         };
         if let Some((field, _)) = required.iter().find(|(_, v)| v.as_deref().is_none_or(|v| v.trim().is_empty())) {
             return Err(format!("{field}: required for gateway {gateway}"));
+        }
+        if gateway == GatewayKind::MercadoPago && provider.payer_email.is_none() {
+            return Err("payer_email: required for gateway mercadopago, which needs the payer's e-mail: an address \
+                        you own (pagamentos@example.com.br) or @domain for <phone digits>@domain per customer"
+                .to_owned());
         }
         Ok(Self { gateway, key, merchant_name, merchant_city, provider })
     }
@@ -214,6 +287,11 @@ mod tests {
         }
     }
 
+    fn mercadopago(payer_email: Option<&str>) -> RawPix {
+        let payer_email = payer_email.map(str::to_owned);
+        RawPix { gateway: Some("mercadopago".into()), api_key_env: Some("MP".into()), payer_email, ..raw() }
+    }
+
     #[test]
     fn reads_a_valid_table() {
         let settings = PixSettings::from_raw(raw()).unwrap();
@@ -222,6 +300,8 @@ mod tests {
         assert_eq!(settings.merchant_name, "Barbearia do Zé");
         let explicit = PixSettings::from_raw(RawPix { gateway: Some("SANDBOX".into()), ..raw() }).unwrap();
         assert_eq!(explicit.gateway, GatewayKind::Sandbox);
+        let mp = PixSettings::from_raw(mercadopago(Some("@clientes.loja.com.br"))).unwrap();
+        assert_eq!(mp.provider.payer_email, Some(PayerEmail::PerCustomer { domain: "clientes.loja.com.br".into() }));
     }
 
     #[test]
@@ -234,8 +314,11 @@ mod tests {
             (RawPix { merchant_city: "".into(), ..raw() }, "merchant_city: "),
             (RawPix { gateway: Some("bacen".into()), ..raw() }, "base_url: required for gateway bacen"),
             (RawPix { gateway: Some("asaas".into()), ..raw() }, "api_key_env: required for gateway asaas"),
+            (mercadopago(None), "payer_email: required for gateway mercadopago"),
+            (mercadopago(Some("clientes.loja.com.br")), "payer_email: \"clientes.loja.com.br\" is not name@domain"),
             (RawPix { timeout_seconds: Some(0), ..raw() }, "timeout_seconds: 0 is outside 1–60"),
             (RawPix { timeout_seconds: Some(600), ..raw() }, "timeout_seconds: 600 is outside"),
+            (RawPix { lookup_margin_seconds: Some(601), ..raw() }, "lookup_margin_seconds: 601 is outside 0–600"),
         ] {
             let message = PixSettings::from_raw(bad).unwrap_err();
             assert!(message.contains(expected), "{message:?} lacks {expected:?}");

@@ -9,7 +9,7 @@ use super::charges::{charge_columns, pay_charge};
 use super::tx::{insert_outbound, is_overlap, supersede_subject};
 use super::{Dialect, NewOutbound, Store, StoreResult, changed_one, reading, writing};
 use crate::booking::Appointment;
-use crate::domain::TenantId;
+use crate::domain::{ContactId, TenantId};
 use crate::ledger::Held;
 use crate::money::charges::Charge;
 
@@ -28,6 +28,13 @@ pub trait DepositStore {
     /// Held appointments waiting for a deposit whose hold still runs at `now` and that have no
     /// deposit charge yet, with their tenant, oldest first.
     async fn holds_awaiting_charge(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Appointment)>>;
+    /// Whether contact `contact` has a hold still running at `now` whose deposit has no charge yet.
+    async fn awaits_deposit_charge(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// Held appointments whose hold ran out by `now`, with their tenant.
     async fn lapsed_holds(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Appointment)>>;
     /// held → expired for appointment `id` if its hold ran out by `now`: its pending deposit
@@ -84,6 +91,30 @@ impl DepositStore for Store {
             .await
         })?;
         Ok(with_tenant(rows))
+    }
+
+    async fn awaits_deposit_charge(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let found: Option<i64> = reading!(self, pool => {
+            sqlx::query_scalar(
+                "SELECT id FROM appointments
+                 WHERE tenant_id = $1 AND contact_id = $2 AND status = 'held' AND deposit_cents > 0
+                   AND hold_expires_at > $3
+                   AND NOT EXISTS (SELECT 1 FROM charges c WHERE c.tenant_id = appointments.tenant_id
+                                   AND c.appointment_id = appointments.id)
+                 LIMIT 1",
+            )
+            .bind(tenant.0)
+            .bind(contact.0)
+            .bind(now)
+            .fetch_optional(pool)
+            .await
+        })?;
+        Ok(found.is_some())
     }
 
     async fn lapsed_holds(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Appointment)>> {

@@ -79,7 +79,8 @@ impl ErasureStore for Store {
                     .await?;
             sqlx::query(
                 "UPDATE contacts SET external_key = $1, wa_id = NULL, user_id = NULL, username = NULL,
-                     profile_name = NULL, erased_at = $2, opted_out_at = COALESCE(opted_out_at, $2), updated_at = $2
+                     profile_name = NULL, payer_document = NULL, erased_at = $2,
+                     opted_out_at = COALESCE(opted_out_at, $2), updated_at = $2
                  WHERE tenant_id = $3 AND id = $4",
             )
             .bind(&placeholder)
@@ -136,13 +137,13 @@ impl ErasureStore for Store {
                 .bind(text).bind(&placeholder).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
             }
             // The merchant's charge proposals name the customer by number (payload and subject).
-            if let Some(digits) = wa_id {
+            if let Some(number) = wa_id.as_deref().and_then(|digits| PhoneE164::parse(digits).ok()) {
                 let rows: Vec<(String, Json<ActionPayload>)> = sqlx::query_as(
                     "SELECT id, payload FROM pending_actions
                      WHERE tenant_id = $1 AND kind = 'charge' AND subject LIKE $2",
                 )
                 .bind(tenant.0)
-                .bind(format!("charge:+{digits}:%"))
+                .bind(format!("charge:+{}:%", number.match_key()))
                 .fetch_all(&mut *tx)
                 .await?;
                 for (id, Json(payload)) in rows {
@@ -150,8 +151,12 @@ impl ErasureStore for Store {
                         ActionPayload::Charge { amount, .. } => amount,
                         _ => Cents(0),
                     };
-                    let redacted =
-                        ActionPayload::Charge { customer_phone: phone.clone(), amount, description: text.to_owned() };
+                    let redacted = ActionPayload::Charge {
+                        customer_phone: phone.clone(),
+                        amount,
+                        description: text.to_owned(),
+                        payer_document: None,
+                    };
                     sqlx::query(
                         "UPDATE pending_actions SET payload = $1, fingerprint = $2, subject = $3, offer_text = $4,
                              result = NULL, error = NULL,

@@ -7,7 +7,7 @@ use super::{
     ContactUpsert, ConversationContact, ConversationRef, Dialect, InboundMessage, JobKind, Pool, Store, StoreError,
     StoreResult, TurnTiming, reading, writing,
 };
-use crate::domain::{ContactId, ConversationId, JobId, PhoneE164, TenantId};
+use crate::domain::{ContactId, ConversationId, JobId, PayerDocument, PhoneE164, TenantId};
 use crate::whatsapp::{ContactIdentity, NewInbound};
 
 /// What storing an inbound message did.
@@ -23,6 +23,7 @@ struct ContactRow {
     wa_id: Option<String>,
     user_id: Option<String>,
     profile_name: Option<String>,
+    payer_document: Option<String>,
 }
 
 #[allow(async_fn_in_trait)]
@@ -126,7 +127,7 @@ impl InboundStore for Store {
     ) -> StoreResult<ConversationContact> {
         let row: Option<ContactRow> = reading!(self, pool => {
             sqlx::query_as(
-                "SELECT c.id, c.wa_id, c.user_id, c.profile_name
+                "SELECT c.id, c.wa_id, c.user_id, c.profile_name, c.payer_document
                  FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = v.tenant_id
                  WHERE v.tenant_id = $1 AND v.id = $2",
             )
@@ -135,15 +136,18 @@ impl InboundStore for Store {
             .fetch_optional(pool)
             .await
         })?;
-        let ContactRow { id: contact_id, wa_id, user_id, profile_name } =
+        let ContactRow { id: contact_id, wa_id, user_id, profile_name, payer_document } =
             row.ok_or_else(|| StoreError::NotFound(format!("conversation {conversation}")))?;
-        let wa_id = wa_id.map(|w| PhoneE164::parse(&w).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()?;
+        let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
+        let wa_id = wa_id.map(|w| PhoneE164::parse(&w).map_err(|e| corrupt(&e))).transpose()?;
+        let payer_document = payer_document.map(|d| PayerDocument::parse(&d).map_err(|e| corrupt(&e))).transpose()?;
         Ok(ConversationContact {
             conversation_id: conversation,
             contact_id: ContactId(contact_id),
             wa_id,
             user_id,
             profile_name,
+            payer_document,
         })
     }
 
@@ -270,8 +274,9 @@ impl Store {
         })
     }
 
-    /// The conversation with this contact, created on first contact: [`Self::resolve_conversation`]
-    /// and, when that finds work to do, the upsert in a transaction of its own.
+    /// The conversation with this contact as WhatsApp reports it, created on first contact:
+    /// [`Self::resolve_conversation`] and, when that finds work to do, the upsert in a
+    /// transaction of its own.
     pub async fn ensure_conversation(
         &self,
         tenant: TenantId,
@@ -282,9 +287,41 @@ impl Store {
         if let ConversationRef::Known(known) = conversation {
             return Ok(known);
         }
+        self.upsert_conversation(tenant, &conversation, now).await
+    }
+
+    /// The conversation with the person at `phone`, a number someone typed (a charge's
+    /// customer, a staff member), created on first contact. A contact found under the other
+    /// spelling of a Brazilian mobile keeps the number WhatsApp reported, the one to send to.
+    pub async fn conversation_for_phone(
+        &self,
+        tenant: TenantId,
+        phone: &PhoneE164,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ConversationId> {
+        let known = self.find_contact(tenant, &ContactIdentity::phone(phone.clone())).await?;
+        if let Some(conversation) = known.as_ref().and_then(|k| k.conversation) {
+            return Ok(ConversationId(conversation));
+        }
+        let conversation = ConversationRef::Upsert(Box::new(ContactUpsert {
+            wa_id: known.as_ref().is_none_or(|k| k.wa_id.is_none()).then(|| phone.digits().to_owned()),
+            key: known.map_or_else(|| phone.match_key(), |k| k.external_key),
+            user_id: None,
+            username: None,
+            profile_name: None,
+        }));
+        self.upsert_conversation(tenant, &conversation, now).await
+    }
+
+    async fn upsert_conversation(
+        &self,
+        tenant: TenantId,
+        conversation: &ConversationRef,
+        now: DateTime<Utc>,
+    ) -> StoreResult<ConversationId> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            let id = conversation_in_tx!(tx, tenant, &conversation, now)?;
+            let id = conversation_in_tx!(tx, tenant, conversation, now)?;
             tx.commit().await?;
             Ok(id)
         })
@@ -304,11 +341,33 @@ impl Store {
         tenant: TenantId,
         contact: &ContactIdentity,
     ) -> StoreResult<ConversationRef> {
+        let known = self.find_contact(tenant, contact).await?;
+        if let Some(known) = &known
+            && let Some(conversation) = known.conversation
+            && !known.lacks(contact)
+        {
+            return Ok(ConversationRef::Known(ConversationId(conversation)));
+        }
+        // The contact found (by any identity) is upserted under its own key, so a new
+        // identity (or the number WhatsApp now reports for it) is attached to it instead of
+        // starting another contact.
+        Ok(ConversationRef::Upsert(Box::new(ContactUpsert {
+            key: known.map_or_else(|| contact.external_key().unwrap_or_default(), |k| k.external_key),
+            wa_id: contact.wa_id.as_ref().map(|w| w.digits().to_owned()),
+            user_id: contact.user_id.clone(),
+            username: contact.username.clone(),
+            profile_name: contact.profile_name.clone(),
+        })))
+    }
+
+    /// The stored contact `contact` is, by its key (a Brazilian mobile's with or without the
+    /// ninth digit), its `wa_id` or its user id, with its conversation if it has one.
+    async fn find_contact(&self, tenant: TenantId, contact: &ContactIdentity) -> StoreResult<Option<KnownContact>> {
         let external_key = contact
             .external_key()
             .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
         let wa_id = contact.wa_id.as_ref().map(PhoneE164::digits);
-        let known: Option<KnownContact> = reading!(self, pool => {
+        reading!(self, pool => {
             sqlx::query_as(
                 // One indexed lookup per identity: with `OR` across the three columns SQLite
                 // scanned every contact of the tenant, once per message.
@@ -327,21 +386,7 @@ impl Store {
             .bind(contact.user_id.as_deref())
             .fetch_optional(pool)
             .await
-        })?;
-        if let Some(known) = &known
-            && let Some(conversation) = known.conversation
-            && !known.lacks(contact)
-        {
-            return Ok(ConversationRef::Known(ConversationId(conversation)));
-        }
-        // The contact found (by any identity) is upserted under its own key, so a new
-        // identity is attached to it instead of starting another contact.
-        Ok(ConversationRef::Upsert(Box::new(ContactUpsert {
-            key: known.map_or(external_key, |k| k.external_key),
-            wa_id: wa_id.map(str::to_owned),
-            user_id: contact.user_id.clone(),
-            username: contact.username.clone(),
-            profile_name: contact.profile_name.clone(),
-        })))
+        })
+        .map_err(Into::into)
     }
 }

@@ -13,9 +13,10 @@ use crate::ledger::{ExecutionRecord, LedgerState};
 macro_rules! execution_columns {
     () => {
         "id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation, \
-         locked_until, replay_count, tool_use_id, turn_id, turn_attempt, created_at, reserved_by"
+         locked_until, replay_count, tool_use_id, turn_id, turn_attempt, created_at, reserved_by, completed_at"
     };
 }
+pub(crate) use execution_columns;
 
 /// A reservation to insert.
 #[derive(Debug, Clone)]

@@ -41,6 +41,7 @@ mod ledger;
 mod menu;
 pub mod outbound;
 mod outbox;
+mod payers;
 mod payments;
 mod privacy;
 pub mod queue;

@@ -27,6 +27,8 @@ pub struct ContactRecord {
     pub user_id: Option<String>,
     pub username: Option<String>,
     pub profile_name: Option<String>,
+    /// The payer's CPF or CNPJ, compact.
+    pub payer_document: Option<String>,
     pub created_at: DateTime<Utc>,
     pub opted_out_at: Option<DateTime<Utc>>,
     pub erased_at: Option<DateTime<Utc>>,
@@ -177,7 +179,7 @@ impl PrivacyStore for Store {
     async fn contact_record(&self, tenant: TenantId, contact: ContactId) -> StoreResult<Option<ContactRecord>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, wa_id, user_id, username, profile_name, created_at, opted_out_at, erased_at
+                "SELECT id, wa_id, user_id, username, profile_name, payer_document, created_at, opted_out_at, erased_at
                  FROM contacts WHERE tenant_id = $1 AND id = $2",
             )
             .bind(tenant.0)

@@ -29,6 +29,8 @@ pub struct ConversationContact {
     pub wa_id: Option<PhoneE164>,
     pub user_id: Option<String>,
     pub profile_name: Option<String>,
+    /// The CPF or CNPJ a Pix provider identifies the payer by, once someone gave it.
+    pub payer_document: Option<crate::domain::PayerDocument>,
 }
 
 /// A message's conversation as the read before its write found it

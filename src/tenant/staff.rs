@@ -12,9 +12,10 @@ impl Staff {
         Self(phones)
     }
 
-    /// Whether a sender is one of the staff; a sender known only by a user id never is.
+    /// Whether a sender is one of the staff, with or without a Brazilian mobile's ninth digit
+    /// on either side; a sender known only by a user id never is.
     pub fn includes(&self, wa_id: Option<&PhoneE164>) -> bool {
-        wa_id.is_some_and(|wa_id| self.0.contains(wa_id))
+        wa_id.is_some_and(|wa_id| self.0.iter().any(|staff| staff.same_person(wa_id)))
     }
 
     pub fn len(&self) -> usize {

@@ -27,7 +27,7 @@ use super::HandlerContext;
 use crate::domain::{ConversationId, to_delta};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::store::{HandoffStore, InboundMessage, OutboxStore, Store, TenantStore};
-use crate::whatsapp::{ContactIdentity, OutboundMessage};
+use crate::whatsapp::OutboundMessage;
 
 /// What the customer types to ask for a person, once normalized ([`crate::domain::keyword::fold`]).
 const ASK_FOR_PERSON: &str = "atendente";
@@ -82,8 +82,7 @@ impl HandoffGate {
         let now = self.store.db_time(Utc::now());
         let mut queued = false;
         for staff in self.store.staff(tenant.id).await? {
-            let identity = ContactIdentity { wa_id: Some(staff), user_id: None, username: None, profile_name: None };
-            let conversation: ConversationId = self.store.ensure_conversation(tenant.id, &identity, now).await?;
+            let conversation: ConversationId = self.store.conversation_for_phone(tenant.id, &staff, now).await?;
             let destination = self.replier.destination(tenant, conversation).await?;
             let key = format!("handoff:{}:{}", turn.id, conversation);
             if let Some(new) = destination.message(key, text.clone()) {

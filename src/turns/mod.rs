@@ -6,10 +6,12 @@
 mod dispatch;
 mod handoff;
 mod opt_out;
+mod payer_document;
 
 pub use dispatch::{ByAudience, ByKind};
 pub use handoff::HandoffGate;
 pub use opt_out::{Command, OptOut, command};
+pub use payer_document::PayerDocumentGate;
 
 use std::sync::Arc;
 
@@ -77,6 +79,8 @@ pub fn chain(ctx: &HandlerContext, model: Option<(&'static str, Arc<dyn ModelCli
         }
         None => (guided, menu),
     };
+    // Inside the handoff gate: while a person has the conversation, the bot does not answer.
+    let customer = PayerDocumentGate::wrap(ctx.store.clone(), ctx.replier.clone(), customer);
     let customer = HandoffGate::wrap(customer, ctx);
     // Outermost: "sair" is honored even while a person has the conversation.
     let customer = OptOut::wrap(ctx.store.clone(), ctx.replier.clone(), customer);

@@ -15,10 +15,16 @@ pub struct ContactIdentity {
 }
 
 impl ContactIdentity {
-    /// The key a contact is stored under: the `wa_id` digits, else `bsuid:<user id>`.
+    /// Only a number, as someone typed it (a charge's customer, a staff member).
+    pub fn phone(phone: PhoneE164) -> Self {
+        Self { wa_id: Some(phone), user_id: None, username: None, profile_name: None }
+    }
+
+    /// The key a contact is stored under: the `wa_id`'s [`PhoneE164::match_key`] (one contact
+    /// with or without a Brazilian mobile's ninth digit), else `bsuid:<user id>`.
     pub fn external_key(&self) -> Option<String> {
         match (&self.wa_id, &self.user_id) {
-            (Some(wa), _) => Some(wa.digits().to_owned()),
+            (Some(wa), _) => Some(wa.match_key()),
             (None, Some(user)) => Some(format!("bsuid:{user}")),
             (None, None) => None,
         }

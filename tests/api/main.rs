@@ -28,6 +28,7 @@ mod llm;
 mod local_mode;
 mod metrics;
 mod model_cost;
+mod ninth_digit;
 mod outbound_kinds;
 mod outbox;
 mod payments;

@@ -222,6 +222,85 @@ contract!(a_notification_is_looked_at_by_one_process_at_a_time, |db| async move 
     assert_eq!(again.map(|e| e.event_id), Some("evt_claimed".to_owned()), "due again after the lease");
 });
 
+/// A charge confirmed by the merchant on an Asaas tenant with `pix_timing` in its `[pix]`
+/// table, ready to be executed attempt by attempt, as a turn's retries would.
+struct ConfirmedCharge {
+    fake: FakeAsaas,
+    s: Scenario,
+    _app: TestApp,
+    action: balcao::actions::PendingAction,
+    merchant: balcao::domain::ContactId,
+    tool: balcao::actions::ExecuteAction,
+    input: serde_json::Value,
+}
+
+impl ConfirmedCharge {
+    async fn start(db: &crate::support::common::TestDb, pix_timing: &str) -> Self {
+        use balcao::actions::{ConfirmedVia, ExecuteAction};
+        use balcao::domain::{ClickId, Decision};
+        use balcao::store::{ActionStore, Decider, InboundStore};
+
+        let fake = FakeAsaas::start().await;
+        let s = Scenario::from_file(db, &asaas_file(&fake).replace("[pix]\n", &format!("[pix]\n{pix_timing}"))).await;
+        let mut config = local_test_config("http://127.0.0.1:9", &[]);
+        config.pix_secrets = PixSecrets(secrets());
+        let app = TestApp::spawn(db, config).await;
+        post(&app, CUSTOMER, text("wamid.t.0", CUSTOMER, "oi")).await;
+        app.drain_turns().await;
+        let click = ClickId::parse(&propose_charge(db, &app, &s, "t").await).expect("a click id");
+        let tenant = s.tenant.id;
+        let action = db.store.action(tenant, click.action).await.unwrap().expect("the proposal");
+        let merchant = db.store.conversation_contact(tenant, action.conversation).await.unwrap().contact_id;
+        let decider = Decider {
+            tenant,
+            conversation: action.conversation,
+            contact: merchant,
+            staff: true,
+            via: ConfirmedVia::Button,
+            message: "wamid.t.click",
+        };
+        assert!(db.store.decide_action(click.action, Decision::Confirm, &decider, chrono::Utc::now()).await.unwrap());
+        let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+        let tool = ExecuteAction { store: db.store.clone(), replier, gateways: Arc::new(Gateways::new(secrets())) };
+        let input = json!({ "action_id": click.action.to_string() });
+        Self { fake, s, _app: app, action, merchant, tool, input }
+    }
+
+    /// The call as attempt `attempt` of the click's turn makes it.
+    fn ctx(&self, attempt: i64) -> balcao::ledger::CallContext<'_> {
+        balcao::ledger::CallContext {
+            tenant: &self.s.tenant,
+            customer: self.merchant,
+            conversation: self.action.conversation,
+            turn: Some(balcao::domain::JobId(1)),
+            turn_attempt: Some(attempt),
+            trigger_message_id: Some("wamid.t.click"),
+            tool_use_id: None,
+            now: chrono::Utc::now(),
+        }
+    }
+
+    /// One payment at Asaas, recorded as the one charge, its code sent to the customer once.
+    async fn assert_one_payment(&self, db: &crate::support::common::TestDb) {
+        let tenant = self.s.tenant.id;
+        assert_eq!(self.fake.payments().len(), 1, "one payment at Asaas: {:?}", self.fake.payments());
+        let since = chrono::Utc::now() - chrono::TimeDelta::days(1);
+        let charges = db.store.charges(tenant, None, since, 10).await.unwrap();
+        assert_eq!(charges.len(), 1);
+        assert_eq!(charges[0].provider_ref.as_deref(), self.fake.payments()[0]["id"].as_str(), "the one recorded");
+        let codes = inbox(db, tenant, CUSTOMER).await.iter().filter(|m| m.body() == charges[0].copia_e_cola).count();
+        assert_eq!(codes, 1, "one code to the customer");
+    }
+
+    /// The state and generation of the charge's ledger row.
+    async fn row(&self, db: &crate::support::common::TestDb) -> (Option<balcao::ledger::LedgerState>, i64) {
+        use balcao::store::LedgerStore;
+        let rows = db.store.executions_of_conversation(self.s.tenant.id, self.action.conversation).await.unwrap();
+        let row = rows.iter().find(|row| row.tool == "execute_action").expect("the charge's row");
+        (row.state(), row.generation)
+    }
+}
+
 // A confirmed charge whose first attempt is still on its way to Asaas (held at the customer
 // lookup) when a later attempt of the same turn takes its ledger row over. Asaas does not
 // deduplicate creates, so the later attempt waits out the first one's lease and request
@@ -229,61 +308,30 @@ contract!(a_notification_is_looked_at_by_one_process_at_a_time, |db| async move 
 // (Before the wait, the takeover looked up at once, found nothing and posted a second one.)
 contract!(a_charge_taken_over_from_an_attempt_still_sending_is_created_once, |db| async move {
     use crate::support::fake_asaas::{Fault, Route};
-    use balcao::actions::{ConfirmedVia, ExecuteAction};
-    use balcao::domain::{ClickId, Decision};
-    use balcao::ledger::{CallContext, Executor, LedgerState, Outcome};
-    use balcao::store::{ActionStore, Decider, InboundStore, LedgerStore};
+    use balcao::ledger::{Executor, LedgerState, Outcome};
+    use balcao::store::LedgerStore;
 
-    let fake = FakeAsaas::start().await;
-    // A one-second request timeout: what the attempt that takes over waits out.
-    let s = Scenario::from_file(db, &asaas_file(&fake).replace("[pix]\n", "[pix]\ntimeout_seconds = 1\n")).await;
-    let mut config = local_test_config("http://127.0.0.1:9", &[]);
-    config.pix_secrets = PixSecrets(secrets());
-    let app = TestApp::spawn(db, config).await;
-    post(&app, CUSTOMER, text("wamid.t.0", CUSTOMER, "oi")).await;
-    app.drain_turns().await;
-    let click = ClickId::parse(&propose_charge(db, &app, &s, "t").await).expect("a click id");
-    let tenant = s.tenant.id;
-    let action = db.store.action(tenant, click.action).await.unwrap().expect("the proposal");
-    let merchant = db.store.conversation_contact(tenant, action.conversation).await.unwrap().contact_id;
-    let decider = Decider {
-        tenant,
-        conversation: action.conversation,
-        contact: merchant,
-        staff: true,
-        via: ConfirmedVia::Button,
-        message: "wamid.t.click",
-    };
-    assert!(db.store.decide_action(click.action, Decision::Confirm, &decider, chrono::Utc::now()).await.unwrap());
-
-    let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
-    let tool = ExecuteAction { store: db.store.clone(), replier, gateways: Arc::new(Gateways::new(secrets())) };
-    let executor = Executor::new(db.store.clone(), std::time::Duration::from_secs(3));
-    let ctx = |attempt: i64| CallContext {
-        tenant: &s.tenant,
-        customer: merchant,
-        conversation: action.conversation,
-        turn: Some(balcao::domain::JobId(1)),
-        turn_attempt: Some(attempt),
-        trigger_message_id: Some("wamid.t.click"),
-        tool_use_id: None,
-        now: chrono::Utc::now(),
-    };
-    let input = json!({ "action_id": click.action.to_string() });
+    // A one-second request timeout: what the attempt that takes over waits out (the fake creates
+    // at once when released, so no margin for a slow provider).
+    let c = ConfirmedCharge::start(db, "timeout_seconds = 1\nlookup_margin_seconds = 0\n").await;
+    // The attempt that takes over waits out its predecessor's lease, renewing its own meanwhile:
+    // a lease long against any stall of a loaded host (a 3 s lease once lapsed when a renewal
+    // stalled on a busy machine, which closed the send window and failed the test).
+    let executor = Executor::new(db.store.clone(), std::time::Duration::from_secs(10));
     let gate = Arc::new(tokio::sync::Notify::new());
-    fake.fail(Route::ListCustomers, Fault::Hold(gate.clone()));
+    c.fake.fail(Route::ListCustomers, Fault::Hold(gate.clone()));
 
-    let (first_ctx, second_ctx) = (ctx(1), ctx(2));
-    let first = executor.execute(&tool, &first_ctx, &input);
+    let (first_ctx, second_ctx) = (c.ctx(1), c.ctx(2));
+    let first = executor.execute(&c.tool, &first_ctx, &c.input);
     let second = async {
         // The first attempt is at Asaas, held; the second takes its row over...
-        while !fake.seen().iter().any(|seen| seen.route == Route::ListCustomers) {
+        while !c.fake.seen().iter().any(|seen| seen.route == Route::ListCustomers) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        let taking = executor.execute(&tool, &second_ctx, &input);
+        let taking = executor.execute(&c.tool, &second_ctx, &c.input);
         let release = async {
             loop {
-                let rows = db.store.executions_of_conversation(tenant, action.conversation).await.unwrap();
+                let rows = db.store.executions_of_conversation(c.s.tenant.id, c.action.conversation).await.unwrap();
                 if rows.iter().any(|row| row.tool == "execute_action" && row.generation == 2) {
                     break;
                 }
@@ -298,15 +346,40 @@ contract!(a_charge_taken_over_from_an_attempt_still_sending_is_created_once, |db
     assert!(matches!(first.unwrap(), Outcome::AlreadyInProgress), "the first attempt lost the row");
     let second = second.unwrap();
     assert!(matches!(second, Outcome::Executed(_)), "{second:?}");
+    c.assert_one_payment(db).await;
+    assert_eq!(c.row(db).await, (Some(LedgerState::Succeeded), 2));
+});
 
-    assert_eq!(fake.payments().len(), 1, "one payment at Asaas: {:?}", fake.payments());
-    let since = chrono::Utc::now() - chrono::TimeDelta::days(1);
-    let charges = db.store.charges(tenant, None, since, 10).await.unwrap();
-    assert_eq!(charges.len(), 1);
-    assert_eq!(charges[0].provider_ref.as_deref(), fake.payments()[0]["id"].as_str(), "the one recorded");
-    let codes = inbox(db, tenant, CUSTOMER).await.iter().filter(|m| m.body() == charges[0].copia_e_cola).count();
-    assert_eq!(codes, 1, "one code to the customer");
-    let rows = db.store.executions_of_conversation(tenant, action.conversation).await.unwrap();
-    let row = rows.iter().find(|row| row.tool == "execute_action").expect("the charge's row");
-    assert_eq!((row.state(), row.generation), (Some(LedgerState::Succeeded), 2));
+// Asaas is slow: our create times out (the outcome is unknown) and Asaas makes the payment only
+// later. The retry a moment after finds nothing at first; trusting that, it used to post a second
+// payment. It now waits until the first request's give-up plus its timeout and the lookup margin
+// before it trusts an empty lookup: one payment, recorded, one code to the customer.
+contract!(a_create_asaas_completes_after_we_gave_up_leaves_one_payment, |db| async move {
+    use crate::support::fake_asaas::{Fault, Route};
+    use balcao::ledger::{Executor, LedgerState, Outcome};
+
+    let c = ConfirmedCharge::start(db, "timeout_seconds = 1\nlookup_margin_seconds = 2\n").await;
+    let executor = Executor::new(db.store.clone(), std::time::Duration::from_secs(10));
+    let gate = Arc::new(tokio::sync::Notify::new());
+    c.fake.fail(Route::CreatePayment, Fault::Hold(gate.clone()));
+
+    let first = executor.execute(&c.tool, &c.ctx(1), &c.input).await.unwrap();
+    assert!(matches!(first, Outcome::Retryable { .. }), "{first:?}");
+    assert_eq!(c.row(db).await, (Some(LedgerState::OutcomeUnknown), 1));
+    assert!(c.fake.payments().is_empty(), "Asaas has not made it yet");
+
+    let second = c.ctx(2);
+    let retry = executor.execute(&c.tool, &second, &c.input);
+    let slow_asaas = async {
+        // The retry took the row over and is waiting; only now does Asaas make the payment.
+        while c.row(db).await.1 < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        gate.notify_one();
+    };
+    let (retry, ()) = futures::future::join(retry, slow_asaas).await;
+    let retry = retry.unwrap();
+    assert!(matches!(retry, Outcome::Executed(_)), "{retry:?}");
+    c.assert_one_payment(db).await;
+    assert_eq!(c.row(db).await, (Some(LedgerState::Succeeded), 2));
 });

@@ -9,7 +9,7 @@ mod mercadopago;
 
 use std::time::Duration;
 
-use balcao::domain::{Cents, LedgerKey, PhoneE164};
+use balcao::domain::{Cents, LedgerKey, PayerDocument, PhoneE164};
 use balcao::pix::{ChargeRequest, Payer, Txid};
 use chrono::{DateTime, Utc};
 
@@ -25,7 +25,11 @@ pub fn request(key: &str, cents: i64, expires_at: DateTime<Utc>) -> ChargeReques
         amount: Cents(cents),
         description: "Corte de cabelo".into(),
         expires_at,
-        payer: Payer { phone: PhoneE164::parse("+5511999990000").expect("phone"), name: Some("Maria".into()) },
+        payer: Payer {
+            phone: PhoneE164::parse("+5511999990000").expect("phone"),
+            name: Some("Maria".into()),
+            document: Some(PayerDocument::parse("529.982.247-25").expect("a CPF")),
+        },
         window: balcao::domain::SendWindow::unbounded(),
     }
 }

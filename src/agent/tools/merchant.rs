@@ -12,12 +12,11 @@ use serde_json::{Value, json};
 
 use crate::actions::{ActionPayload, Proposal, Proposer};
 use crate::appointments::local;
-use crate::domain::{Cents, PhoneE164};
+use crate::domain::{Cents, PayerDocument, PhoneE164};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
-use crate::money::charges::choose_via;
+use crate::money::charges::{PAYER_DOCUMENT_REQUIRED, choose_via};
 use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store, TenantStore};
-use crate::whatsapp::ContactIdentity;
 
 /// A charge's description, as Pix and WhatsApp show it.
 pub const DESCRIPTION_MAX: usize = 140;
@@ -61,6 +60,14 @@ pub static PROPOSE_CHARGE: ToolSpec = ToolSpec {
             required: true,
             identity: true,
             description: "What the charge is for, at most 140 characters.",
+        },
+        FieldSpec {
+            name: "payer_document",
+            kind: FieldKind::Document,
+            required: false,
+            identity: false,
+            description: "The customer's CPF or CNPJ. Some Pix providers require it: when the result says \
+                          payer_document_required, ask the merchant for it and propose again with it.",
         },
     ],
 };
@@ -111,18 +118,31 @@ impl Tool for ProposeCharge {
         }
         // Outside the 24-hour window only a template reaches the customer: say so now, not
         // after the merchant confirmed.
-        let identity =
-            ContactIdentity { wa_id: Some(phone.clone()), user_id: None, username: None, profile_name: None };
         let customer =
-            store.ensure_conversation(ctx.tenant.id, &identity, ctx.now).await.map_err(ToolFailure::storage)?;
+            store.conversation_for_phone(ctx.tenant.id, &phone, ctx.now).await.map_err(ToolFailure::storage)?;
         let last = store.last_inbound_at(ctx.tenant.id, customer).await.map_err(ToolFailure::storage)?;
         if choose_via(ctx.tenant, last, ctx.now).is_none() {
             return Err(refusal(ActionText::OutsideWindow, "outside_window"));
         }
+        // Normalized already: a malformed one went back to the model as an input error.
+        let payer_document = call.args.str("payer_document").and_then(|d| PayerDocument::parse(d).ok());
+        let needs_document = ctx.tenant.settings.pix.as_ref().is_some_and(|pix| pix.requires_payer_document());
+        if needs_document && payer_document.is_none() {
+            let known = store.conversation_contact(ctx.tenant.id, customer).await.map_err(ToolFailure::storage)?;
+            if known.payer_document.is_none() {
+                let message = action_text(ActionText::PayerDocumentRequired).unwrap_or_else(|e| e.to_string());
+                return Err(ToolFailure::refused(message, json!({ "reason": PAYER_DOCUMENT_REQUIRED })));
+            }
+        }
         let amount_text = amount.to_string();
         let text = action_text(ActionText::OfferCharge { amount: &amount_text, customer: phone.as_str(), description })
             .map_err(|e| ToolFailure::Transient(e.to_string()))?;
-        let payload = ActionPayload::Charge { customer_phone: phone, amount, description: description.to_owned() };
+        let payload = ActionPayload::Charge {
+            customer_phone: phone,
+            amount,
+            description: description.to_owned(),
+            payer_document,
+        };
         self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
     }
 }

@@ -139,7 +139,8 @@ fn command(text: &str) -> Vec<(&'static str, Value)> {
             "#confirm" => Some(("confirm_action", json!({ "action_id": arg("action") }))),
             "#charge" => Some((
                 "propose_charge",
-                json!({ "customer_phone": arg("phone"), "amount": arg("amount"), "description": arg("desc") }),
+                json!({ "customer_phone": arg("phone"), "amount": arg("amount"), "description": arg("desc"),
+                        "payer_document": arg("doc") }),
             )),
             _ => None,
         })

@@ -25,6 +25,8 @@ use crate::rng::Rng;
 /// How long a step waits for the answer it expects; a missing answer is not itself a
 /// violation (the invariants decide), the run just goes on.
 const STEP: Duration = Duration::from_secs(30);
+/// Every customer's CPF, as they type it: Asaas needs one for each charge.
+const CPF: &str = "529.982.247-25";
 
 pub struct Ctx {
     pub meta: Arc<Meta>,
@@ -133,7 +135,8 @@ fn tenant_file(index: u64, slug: &str, number: &str, staff: &str, hours: &str, a
          [[professionals]]\nname = \"Zé\"\nservices = [\"Corte\", \"Coloração\"]\n[professionals.hours]\n{hours}\
          [pix]\ngateway = \"asaas\"\nbase_url = \"{asaas}/v3\"\napi_key_env = \"ASAAS_API_KEY\"\n\
          webhook_secret_env = \"ASAAS_WEBHOOK_TOKEN\"\nkey = \"caixa@chaos.example\"\nkey_type = \"email\"\n\
-         merchant_name = \"Chaos\"\nmerchant_city = \"Sao Paulo\"\ntimeout_seconds = 5\n"
+         merchant_name = \"Chaos\"\nmerchant_city = \"Sao Paulo\"\ntimeout_seconds = 5\n\
+         lookup_margin_seconds = 1\n"
     )
 }
 

@@ -5,13 +5,16 @@ use serde_json::{Value, json};
 
 use super::Charge;
 use super::delivery::{choose_via, customer_messages};
-use crate::domain::{ActionId, Cents, ConversationId, PhoneE164};
+use crate::domain::{ActionId, Cents, ConversationId, PayerDocument, PhoneE164};
 use crate::jobs::Replier;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
-use crate::messages::{ActionText, action_text};
+use crate::messages::{ActionText, ChargeVia, action_text};
 use crate::pix::{ChargeRequest, GatewayError, Gateways, Payer, PixSettings, Txid};
 use crate::store::{ChargeStore, Destination, InboundStore, NewCharge, Store};
-use crate::whatsapp::ContactIdentity;
+
+/// The refusal's reason when the gateway needs the payer's CPF or CNPJ and none is known: the
+/// deposit sweep asks the customer for it.
+pub const PAYER_DOCUMENT_REQUIRED: &str = "payer_document_required";
 
 /// How long a customer has to pay a merchant's charge, from its proposal.
 pub const CHARGE_TTL: TimeDelta = TimeDelta::hours(24);
@@ -21,6 +24,9 @@ pub struct ChargeOrder<'a> {
     pub action: Option<ActionId>,
     pub appointment: Option<i64>,
     pub customer_phone: &'a PhoneE164,
+    /// The payer's CPF or CNPJ given with this charge (stored on the customer's contact), if
+    /// any; else the one the contact carries.
+    pub payer_document: Option<&'a PayerDocument>,
     pub amount: Cents,
     pub description: &'a str,
     /// The merchant's conversation (where the action was confirmed); none for a deposit.
@@ -28,6 +34,10 @@ pub struct ChargeOrder<'a> {
     /// When the customer can no longer pay it: fixed by the caller from stable facts (the
     /// proposal's time, a hold's end), so every attempt sends the provider the same request.
     pub expires_at: chrono::DateTime<chrono::Utc>,
+    /// Why no new charge may be created now (a deposit whose hold ended), if so. Checked only
+    /// after the lookup that follows an unknown outcome: a charge that may exist at the
+    /// provider is recorded (so it is polled, and can be cancelled) whatever the rules say now.
+    pub refusal: Option<ToolFailure>,
 }
 
 fn not_possible(text: ActionText<'_>) -> ToolFailure {
@@ -58,7 +68,7 @@ pub async fn create_charge(
     replier: &Replier,
     gateways: &Gateways,
     call: &ToolCall<'_>,
-    order: &ChargeOrder<'_>,
+    order: ChargeOrder<'_>,
 ) -> Result<Value, ToolFailure> {
     let ctx = call.ctx;
     let tenant = ctx.tenant;
@@ -73,16 +83,14 @@ pub async fn create_charge(
         return Ok(charge.to_json()); // recorded by an attempt that died before settling
     }
 
-    let identity = ContactIdentity {
-        wa_id: Some(order.customer_phone.clone()),
-        user_id: None,
-        username: None,
-        profile_name: None,
-    };
-    let customer = store.ensure_conversation(tenant.id, &identity, ctx.now).await.map_err(ToolFailure::storage)?;
+    let customer =
+        store.conversation_for_phone(tenant.id, order.customer_phone, ctx.now).await.map_err(ToolFailure::storage)?;
     let contact = store.conversation_contact(tenant.id, customer).await.map_err(ToolFailure::storage)?;
     let last = store.last_inbound_at(tenant.id, customer).await.map_err(ToolFailure::storage)?;
-    let Some(via) = choose_via(tenant, last, ctx.now) else { return Err(not_possible(ActionText::OutsideWindow)) };
+    if let Some(given) = order.payer_document.filter(|d| contact.payer_document.as_ref() != Some(*d)) {
+        store.set_payer_document(tenant.id, contact.contact_id, given, ctx.now).await.map_err(ToolFailure::storage)?;
+    }
+    let document = order.payer_document.or(contact.payer_document.as_ref()).cloned();
 
     let request = ChargeRequest {
         key: key.clone(),
@@ -90,7 +98,7 @@ pub async fn create_charge(
         amount: order.amount,
         description: order.description.to_owned(),
         expires_at: order.expires_at,
-        payer: Payer { phone: order.customer_phone.clone(), name: contact.profile_name.clone() },
+        payer: Payer { phone: order.customer_phone.clone(), name: contact.profile_name.clone(), document },
         window: call.window.clone(),
     };
     let gateway = gateways.for_tenant(tenant.id, &settings).map_err(gateway_failure)?;
@@ -101,22 +109,39 @@ pub async fn create_charge(
         tokio::time::sleep_until((until + lands).into()).await;
     }
     // After an unknown outcome (or an attempt that died mid-call) the provider may hold the
-    // charge already: look it up before creating.
+    // charge already: look it up before creating, and before any rule that would stop a new
+    // one, so a charge that exists is never left unrecorded.
     let looked_up = match attempt.previous {
         Some(LedgerState::OutcomeUnknown | LedgerState::Running) => {
             gateway.find(&request).await.map_err(gateway_failure)?
         }
         _ => None,
     };
+    let via = choose_via(tenant, last, ctx.now);
     let created = match looked_up {
         Some(found) => found,
-        None => gateway.create(&request).await.map_err(gateway_failure)?,
+        None => {
+            if let Some(refusal) = order.refusal {
+                return Err(refusal);
+            }
+            if settings.gateway.requires_payer_document() && request.payer.document.is_none() {
+                let message = action_text(ActionText::PayerDocumentRequired).unwrap_or_else(|e| e.to_string());
+                return Err(ToolFailure::refused(message, json!({ "reason": PAYER_DOCUMENT_REQUIRED })));
+            }
+            if via.is_none() {
+                return Err(not_possible(ActionText::OutsideWindow));
+            }
+            gateway.create(&request).await.map_err(gateway_failure)?
+        }
     };
     // A code that does not decode would reach the customer as a broken payment.
-    crate::pix::decode(&created.copia_e_cola).map_err(|e| ToolFailure::Permanent {
+    let code = crate::pix::decode(&created.copia_e_cola).map_err(|e| ToolFailure::Permanent {
         message: format!("the Pix provider returned an invalid code: {e}"),
         details: json!({ "reason": "invalid_code" }),
     })?;
+    for warning in code.warnings() {
+        tracing::warn!(gateway = gateway.name(), %warning, "the Pix provider's code is accepted with a warning");
+    }
 
     let destination = Destination {
         tenant: tenant.id,
@@ -138,12 +163,15 @@ pub async fn create_charge(
         customer_conversation: customer,
         merchant_conversation: order.merchant_conversation,
         copia_e_cola: &created.copia_e_cola,
-        delivery: via.as_str(),
+        // Found after an unknown outcome but unable to reach the customer now (the window
+        // closed meanwhile, no template): recorded without messages; the console shows it.
+        delivery: via.unwrap_or(ChargeVia::Text).as_str(),
         // A provider may stretch a short expiry (Mercado Pago's minimum): the customer is told
         // the caller's deadline, which a deposit's hold sets.
         expires_at: created.expires_at.min(order.expires_at),
     };
-    let messages = |charge: &Charge| customer_messages(tenant, charge, via, &destination);
+    let messages =
+        |charge: &Charge| via.map(|via| customer_messages(tenant, charge, via, &destination)).unwrap_or_default();
     let render = |charge: &Charge| charge.to_json();
     let now = store.db_time(Utc::now());
     match store.record_charge(&new, attempt.fence, &messages, &render, now).await.map_err(ToolFailure::storage)? {

@@ -21,7 +21,7 @@ mod create;
 mod delivery;
 mod paid;
 
-pub use create::{CHARGE_TTL, ChargeOrder, create_charge};
+pub use create::{CHARGE_TTL, ChargeOrder, PAYER_DOCUMENT_REQUIRED, create_charge};
 pub use delivery::{choose_via, inside_window};
 pub use paid::{PaidOutcome, alert_late_payment, mark_paid};
 pub(crate) use paid::{late_payment_key, merchants};

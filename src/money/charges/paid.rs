@@ -11,7 +11,7 @@ use crate::jobs::Replier;
 use crate::messages::{ActionText, ChargeVia, action_text};
 use crate::store::{ChargeStore, Destination, NewOutbound, Store, TenantStore};
 use crate::tenant::Tenant;
-use crate::whatsapp::{ContactIdentity, OutboundMessage};
+use crate::whatsapp::OutboundMessage;
 
 #[derive(Debug, Clone)]
 pub enum PaidOutcome {
@@ -38,8 +38,7 @@ pub(crate) async fn merchants(
     }
     let mut out = Vec::new();
     for phone in store.staff(tenant.id).await? {
-        let identity = ContactIdentity { wa_id: Some(phone), user_id: None, username: None, profile_name: None };
-        let conversation = store.ensure_conversation(tenant.id, &identity, store.db_time(Utc::now())).await?;
+        let conversation = store.conversation_for_phone(tenant.id, &phone, store.db_time(Utc::now())).await?;
         out.push(replier.destination(tenant, conversation).await?);
     }
     Ok(out)

@@ -10,17 +10,19 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::{ContactId, TenantId};
+use crate::booking::Appointment;
+use crate::domain::{ContactId, ConversationId, TenantId};
 use crate::jobs::Replier;
 use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,
     ToolSpec,
 };
 use crate::messages::{DepositText, deposit_text};
-use crate::money::charges::{ChargeOrder, create_charge};
+use crate::money::charges::{ChargeOrder, PAYER_DOCUMENT_REQUIRED, create_charge};
 use crate::pix::Gateways;
-use crate::store::{BookingStore, DepositStore, InboundStore, Store, TenantStore};
+use crate::store::{BookingStore, DepositStore, InboundStore, OutboxStore, Store, TenantStore};
 use crate::tenant::Tenant;
+use crate::whatsapp::OutboundMessage;
 
 /// Held appointments looked at per sweep.
 const BATCH: i64 = 100;
@@ -68,10 +70,16 @@ impl Tool for CreateDeposit {
             .map_err(ToolFailure::storage)?
             .filter(|a| a.contact_id == ctx.customer.0)
             .ok_or_else(|| permanent_because(format!("appointment {id} not found for this customer"), "not_found"))?;
+        // The hold's end fixes the request; whether it still holds is a rule checked after the
+        // lookup that follows an unknown outcome (see `ChargeOrder::refusal`).
         let until = appointment
-            .awaiting_deposit()
-            .filter(|until| *until > ctx.now)
+            .hold_expires_at
+            .filter(|_| appointment.deposit_cents > 0)
             .ok_or_else(|| permanent_because(format!("appointment {id} is not held for a deposit"), "not_held"))?;
+        let refusal = appointment
+            .awaiting_deposit()
+            .is_none_or(|until| until <= ctx.now)
+            .then(|| permanent_because(format!("appointment {id} is not held for a deposit"), "not_held"));
         let contact =
             self.store.conversation_contact(ctx.tenant.id, ctx.conversation).await.map_err(ToolFailure::storage)?;
         let phone = contact
@@ -85,12 +93,14 @@ impl Tool for CreateDeposit {
             action: None,
             appointment: Some(appointment.id),
             customer_phone: &phone,
+            payer_document: None,
             amount: appointment.deposit(),
             description: &description,
             merchant_conversation: None,
             expires_at: until,
+            refusal,
         };
-        create_charge(&self.store, &self.replier, &self.gateways, call, &order).await
+        create_charge(&self.store, &self.replier, &self.gateways, call, order).await
     }
 }
 
@@ -145,6 +155,13 @@ impl DepositRequests {
                 Outcome::Retryable { error } => {
                     tracing::warn!(tenant = %tenant.id, appointment = appointment.id, %error, "deposit charge failed for now; retrying at the next sweep");
                 }
+                // The gateway needs the customer's CPF or CNPJ: asked once (the key), and the
+                // next sweep after they answer charges it (`turns::payer_document`).
+                Outcome::Failed { details, .. } if details["reason"] == PAYER_DOCUMENT_REQUIRED => {
+                    if self.ask_document(tenant, conversation, appointment, now).await? {
+                        tracing::info!(tenant = %tenant.id, appointment = appointment.id, "deposit waits for the customer's CPF or CNPJ; asked");
+                    }
+                }
                 other => {
                     let first = self.reported.lock().map(|mut r| r.insert((tenant.id, appointment.id))).unwrap_or(true);
                     if first {
@@ -158,6 +175,28 @@ impl DepositRequests {
             reported.retain(|(t, id)| due.iter().any(|(dt, a)| dt == t && a.id == *id));
         }
         Ok(sent)
+    }
+}
+
+impl DepositRequests {
+    /// Asks the customer for the CPF or CNPJ the deposit's charge needs, once per appointment;
+    /// whether the question was queued now.
+    async fn ask_document(
+        &self,
+        tenant: &Tenant,
+        conversation: ConversationId,
+        appointment: &Appointment,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<bool> {
+        let text = deposit_text(DepositText::AskDocument { amount: &appointment.deposit().to_string() })?;
+        let key = format!("deposit:{}:document", appointment.id);
+        let to = self.tool.replier.destination(tenant, conversation).await?;
+        let Some(ask) = to.message(key, OutboundMessage::text(text)?) else { return Ok(false) };
+        let queued = self.store.enqueue_outbound(&ask, now).await?.is_some();
+        if queued {
+            self.tool.replier.wake();
+        }
+        Ok(queued)
     }
 }
 

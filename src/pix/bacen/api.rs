@@ -4,8 +4,8 @@
 //!
 //! Invariants: what we read is lenient (every field optional, unknown statuses reported, not
 //! guessed), what we send follows the spec's limits (`expiracao` ≥ 1 s, `valor.original`
-//! `\d{1,10}\.\d{2}`, `solicitacaoPagador` ≤ 140 characters); the provider's error text is
-//! kept, bounded, in the error the caller sees.
+//! `\d{1,10}\.\d{2}`, `solicitacaoPagador` ≤ 140 characters, `devedor` only with its `nome`); the
+//! provider's error text is kept, bounded, in the error the caller sees.
 
 use std::error::Error as StdError;
 
@@ -14,13 +14,15 @@ use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::domain::Cents;
+use crate::domain::{Cents, DocumentKind};
 use crate::pix::gateway::{ChargeRequest, GatewayError, PaymentState};
 use crate::pix::http::{StatusClass, status_class};
 use crate::pix::txid::Txid;
 
 /// `solicitacaoPagador` has `maxLength: 140`.
 const MAX_PAYER_REQUEST_CHARS: usize = 140;
+/// `devedor.nome` has `maxLength: 200`.
+const MAX_PAYER_NAME_CHARS: usize = 200;
 /// An error body that is neither JSON shape is quoted up to this many characters.
 const MAX_RAW_ERROR_CHARS: usize = 300;
 
@@ -31,7 +33,20 @@ struct CobSolicitada<'a> {
     valor: Valor,
     chave: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    devedor: Option<Devedor>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     solicitacao_pagador: Option<String>,
+}
+
+/// The payer, optional: `cpf` or `cnpj` (alphanumeric since 2.9.0), and `nome`, which the spec
+/// requires with either.
+#[derive(Serialize)]
+struct Devedor {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpf: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cnpj: Option<String>,
+    nome: String,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -50,10 +65,23 @@ struct Valor {
 pub(super) fn cob_request(chave: &str, req: &ChargeRequest, now: DateTime<Utc>) -> Value {
     let seconds = (req.expires_at - now).num_seconds().clamp(1, i64::from(i32::MAX));
     let description: String = req.description.trim().chars().take(MAX_PAYER_REQUEST_CHARS).collect();
+    // Identified only with a name, which the spec requires beside the document.
+    let devedor = match (&req.payer.document, req.payer.name.as_deref().map(str::trim).filter(|n| !n.is_empty())) {
+        (Some(document), Some(name)) => {
+            let number = Some(document.as_str().to_owned());
+            let nome: String = name.chars().take(MAX_PAYER_NAME_CHARS).collect();
+            Some(match document.kind() {
+                DocumentKind::Cpf => Devedor { cpf: number, cnpj: None, nome },
+                DocumentKind::Cnpj => Devedor { cpf: None, cnpj: number, nome },
+            })
+        }
+        _ => None,
+    };
     let body = CobSolicitada {
         calendario: Calendario { criacao: None, expiracao: Some(seconds) },
         valor: Valor { original: Some(req.amount.to_decimal()) },
         chave,
+        devedor,
         solicitacao_pagador: Some(description.trim_end().to_owned()).filter(|d| !d.is_empty()),
     };
     // A struct of strings and numbers always serializes.
@@ -302,7 +330,7 @@ mod tests {
             amount: Cents(4550),
             description: description.into(),
             expires_at,
-            payer: Payer { phone: PhoneE164::parse("+5511999990000").unwrap(), name: None },
+            payer: Payer { phone: PhoneE164::parse("+5511999990000").unwrap(), name: None, document: None },
             window: crate::domain::SendWindow::unbounded(),
         }
     }

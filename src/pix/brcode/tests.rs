@@ -86,6 +86,46 @@ fn crc_errors() {
     assert!(err("").contains("no CRC field"));
 }
 
+/// One TLV field.
+fn tlv(id: &str, value: &str) -> String {
+    format!("{id}{:02}{value}", value.len())
+}
+
+/// A Pix Automático code ("Jornada 2"): `26` holds the GUI alone, the recurrence sits in `80`.
+fn automatic(recurrence: &str) -> String {
+    let body = V1.strip_suffix("62070503***63041D3D").unwrap().replace(PIX_26, &tlv("26", "0014br.gov.bcb.pix"));
+    with_crc(&format!("{body}62070503***{recurrence}"))
+}
+
+#[test]
+fn pix_automatico_codes_carry_the_recurrence_in_field_80() {
+    let rec = "pix.example.com/rec/RN123456782024011577825445612";
+    let payload = automatic(&tlv("80", &format!("0014br.gov.bcb.pix{}", tlv("25", rec))));
+    let code = decode(&payload).unwrap();
+    assert_eq!((code.key(), code.url(), code.recurrence_url()), (None, None, Some(rec)));
+    assert!(code.is_dynamic() && code.warnings().is_empty());
+    assert_eq!(code.encode(), payload);
+    // Without a recurrence, or with another arrangement's template in 80, the GUI alone is not enough.
+    for payload in [automatic(""), automatic("80390012BR.COM.OUTRO01190123.ABCD.3456.WXYZ")] {
+        assert!(err(&payload).contains("needs a key (26-01) or a URL (26-25), or a Pix Automático"), "{payload}");
+    }
+    assert!(err(&automatic(&tlv("80", "0014br.gov.bcb.pix"))).contains("80-25"));
+    let with_scheme = tlv("80", &format!("0014br.gov.bcb.pix{}", tlv("25", "https://pix.ex/rec")));
+    assert!(err(&automatic(&with_scheme)).contains("scheme"));
+}
+
+#[test]
+fn a_dynamic_codes_nonconforming_txid_is_a_warning_a_static_codes_an_error() {
+    let long = tlv("62", &tlv("05", "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345678"));
+    let dynamic = with_crc(&format!("{}{long}", V2.strip_suffix("62070503***630464E4").unwrap()));
+    let code = decode(&dynamic).unwrap();
+    assert_eq!(code.txid(), Some("ABCDEFGHIJKLMNOPQRSTUVWXYZ012345678"));
+    assert_eq!(code.warnings().len(), 1);
+    assert!(code.warnings()[0].contains("62-05") && code.warnings()[0].contains("the maximum is 25"));
+    assert!(decode(V2).unwrap().warnings().is_empty());
+    assert!(err(&v1_with("62070503***", &long)).contains("62-05"));
+}
+
 #[test]
 fn field_rules() {
     for (payload, expected) in [

@@ -9,10 +9,10 @@
 //! caller stores), so `state` can find a charge that has no provider id recorded.
 //!
 //! The payer's e-mail: Mercado Pago requires `payer.email` and documents no placeholder, so it
-//! is configured per tenant, in the variable named `<api_key_env>_PAYER_EMAIL` (the `[pix]`
-//! settings name no field for it): either one address (`pagamentos@loja.com.br`), or
-//! `@domain`, which gives each customer `<phone digits>@domain`. A gateway without it is not
-//! built. It must differ from the collector account's own e-mail.
+//! is the tenant's `[pix] payer_email` setting: either one address (`pagamentos@loja.com.br`),
+//! or `@domain`, which gives each customer `<phone digits>@domain` (the digits in their
+//! canonical form, so a customer is one payer with or without the ninth digit). The settings
+//! are not valid without it. It must differ from the collector account's own e-mail.
 //!
 //! Expiry: `date_of_expiration` is the request's `expires_at`, kept within the 30 minutes to
 //! 30 days Mercado Pago allows, written in Brasília time.
@@ -28,7 +28,7 @@
 //! expired, other `cancelled`, `rejected`, `refunded` and `charged_back` cancelled.
 
 mod notify;
-mod payer;
+pub(crate) mod payer;
 
 use std::time::Duration;
 
@@ -52,8 +52,6 @@ use crate::pix::settings::PixSettings;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.mercadopago.com";
 const PROVIDER: &str = "Mercado Pago";
-/// Appended to `api_key_env` to name the variable holding the payer e-mail setting.
-pub const PAYER_EMAIL_SUFFIX: &str = "_PAYER_EMAIL";
 /// Mercado Pago accepts a Pix expiry from 30 minutes to 30 days ahead; the margins keep a
 /// request that takes a while to arrive inside the window.
 const MIN_EXPIRY: TimeDelta = TimeDelta::minutes(31);
@@ -70,21 +68,16 @@ pub struct MercadoPagoGateway {
 }
 
 impl MercadoPagoGateway {
-    /// The access token comes from `api_key_env`, the payer e-mail setting from
-    /// `<api_key_env>_PAYER_EMAIL`, and the webhook secret (optional: without it every
-    /// notification is refused) from `webhook_secret_env`.
+    /// The access token comes from `api_key_env`, the payer e-mail from the settings, and the
+    /// webhook secret (optional: without it every notification is refused) from
+    /// `webhook_secret_env`.
     pub fn new(settings: &PixSettings, secrets: &dyn Secrets) -> Result<Self, GatewayError> {
         let provider = &settings.provider;
         let token = required_secret(secrets, "api_key_env", provider.api_key_env.as_deref())?;
-        let email_var = format!("{}{PAYER_EMAIL_SUFFIX}", provider.api_key_env.as_deref().unwrap_or_default());
-        let raw_email = secrets.get(&email_var).ok_or_else(|| {
-            GatewayError::NotConfigured(format!(
-                "Mercado Pago requires the payer's e-mail: set {email_var} to an address you own \
-                 (pagamentos@example.com.br) or to @domain for <phone digits>@domain per customer"
-            ))
-        })?;
-        let payer_email = PayerEmail::parse(raw_email.expose())
-            .map_err(|e| GatewayError::NotConfigured(format!("{email_var}: {e}")))?;
+        let payer_email = provider
+            .payer_email
+            .clone()
+            .ok_or_else(|| GatewayError::NotConfigured("payer_email: required for gateway mercadopago".to_owned()))?;
         let webhook_secret = provider.webhook_secret_env.as_deref().and_then(|name| secrets.get(name));
         let base = http::base_url(provider.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL))?;
         let timeout = provider.timeout.unwrap_or(http::DEFAULT_TIMEOUT);
@@ -131,6 +124,9 @@ impl PixGateway for MercadoPagoGateway {
         let mut payer = json!({ "email": self.payer_email.for_payer(&req.payer) });
         if let Some(name) = req.payer.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
             payer["first_name"] = json!(name);
+        }
+        if let Some(document) = &req.payer.document {
+            payer["identification"] = json!({ "type": document.kind().as_str(), "number": document.as_str() });
         }
         let body = json!({
             "transaction_amount": amount,

@@ -7,7 +7,7 @@ use crate::pix::gateway::Payer;
 pub enum PayerEmail {
     /// One address for every charge.
     Fixed(String),
-    /// `<phone digits>@domain` for each customer.
+    /// `<phone match key>@domain` for each customer.
     PerCustomer { domain: String },
 }
 
@@ -26,7 +26,7 @@ impl PayerEmail {
     pub(super) fn for_payer(&self, payer: &Payer) -> String {
         match self {
             Self::Fixed(address) => address.clone(),
-            Self::PerCustomer { domain } => format!("{}@{domain}", payer.phone.digits()),
+            Self::PerCustomer { domain } => format!("{}@{domain}", payer.phone.match_key()),
         }
     }
 }
@@ -37,11 +37,16 @@ mod tests {
 
     #[test]
     fn payer_emails_are_fixed_or_per_customer() {
-        let payer = Payer { phone: crate::domain::PhoneE164::parse("+5511999990000").unwrap(), name: None };
+        let phone = crate::domain::PhoneE164::parse("+5511999990000").unwrap();
+        let payer = Payer { phone, name: None, document: None };
         let fixed = PayerEmail::parse(" pagamentos@loja.com.br ").unwrap();
         assert_eq!(fixed.for_payer(&payer), "pagamentos@loja.com.br");
         let per_customer = PayerEmail::parse("@clientes.loja.com.br").unwrap();
-        assert_eq!(per_customer.for_payer(&payer), "5511999990000@clientes.loja.com.br");
+        assert_eq!(
+            per_customer.for_payer(&payer),
+            "551199990000@clientes.loja.com.br",
+            "one payer with or without the 9"
+        );
         for bad in ["", "loja", "@", "a@", "a@b", "a b@c.d", "a@b@c.d"] {
             assert!(PayerEmail::parse(bad).is_err(), "{bad:?}");
         }

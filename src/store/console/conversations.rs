@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::{ConversationId, TenantId};
 use crate::ledger::ExecutionRecord;
+use crate::store::ledger::execution_columns;
 use crate::store::{Dialect, ModelCall, OutboundRecord, Store, StoreResult, reading};
 
 /// A conversation as the list and the page header show it.
@@ -331,13 +332,13 @@ impl ConversationViewStore for Store {
     ) -> StoreResult<Vec<ExecutionRecord>> {
         let _gate = self.replays.read_gate().await;
         let mut rows: Vec<ExecutionRecord> = reading!(self, pool => {
-            sqlx::query_as(
-                "SELECT id, idempotency_key, tool, fingerprint, arguments, status, result, error, generation,
-                        locked_until, replay_count, tool_use_id, turn_id, turn_attempt, created_at, reserved_by
-                 FROM agent_tool_executions
+            sqlx::query_as(concat!(
+                "SELECT ",
+                execution_columns!(),
+                " FROM agent_tool_executions
                  WHERE tenant_id = $1 AND conversation_id = $2 AND turn_id >= $3
-                 ORDER BY id",
-            )
+                 ORDER BY id"
+            ))
             .bind(tenant.0)
             .bind(conversation.0)
             .bind(first_turn)

@@ -462,9 +462,8 @@ fn provider(pki: &Pki, base_url: String) -> ProviderConfig {
         key_file: Some(pki.path("client.key")),
         ca_file: Some(pki.path("ca.pem")),
         txid_secret_env: Some("BACEN_TXID_SECRET".into()),
-        api_key_env: None,
         webhook_secret_env: Some("BACEN_WEBHOOK_SECRET".into()),
-        timeout: None,
+        ..ProviderConfig::default()
     }
 }
 

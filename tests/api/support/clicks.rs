@@ -1,5 +1,5 @@
 //! Buttons and clicks as Meta delivers them, and a merchant's charge proposed through the guided
-//! "Nova cobrança" form.
+//! "Nova cobrança" form (with the customer's CPF when the gateway asks for it).
 
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb};
 use crate::support::payloads::{bytes, envelope, text};
@@ -10,6 +10,8 @@ use balcao::whatsapp::OutboundMessage;
 use serde_json::{Value, json};
 
 pub(crate) const CUSTOMER: &str = "5511999990001";
+/// The customer's CPF, as a merchant types it.
+pub(crate) const PAYER_DOCUMENT: &str = "529.982.247-25";
 
 pub(crate) fn button(from: &str, wamid: &str, id: &str) -> Value {
     json!({ "from": from, "id": wamid, "timestamp": "1", "type": "interactive",
@@ -38,6 +40,12 @@ pub(crate) async fn propose_charge(db: &TestDb, app: &TestApp, s: &Scenario, tag
     for (n, answer) in ["50,00", "11 99999-0001", "Corte e barba"].iter().enumerate() {
         post(app, STAFF, text(&format!("wamid.{tag}.{}", n + 3), STAFF, answer)).await;
         app.drain_turns().await;
+        // A gateway that needs the payer's document asks for it after the number.
+        let asked = inbox(db, s.tenant.id, STAFF).await.last().is_some_and(|m| m.body().contains("CPF ou CNPJ"));
+        if asked {
+            post(app, STAFF, text(&format!("wamid.{tag}.doc"), STAFF, PAYER_DOCUMENT)).await;
+            app.drain_turns().await;
+        }
     }
     let offer = inbox(db, s.tenant.id, STAFF).await;
     assert!(offer.last().unwrap().body().contains("R$ 50,00"), "{:?}", offer.last());

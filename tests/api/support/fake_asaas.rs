@@ -1,6 +1,8 @@
-//! A loopback Asaas: `/v3/customers`, `/v3/payments`, `/v3/payments/{id}` and
-//! `/v3/payments/{id}/pixQrCode`, the `access_token` header, errors as
-//! `{"errors":[{code, description}]}`; deleted payments left out of lists, as Asaas does.
+//! A loopback Asaas: `/v3/customers` (`cpfCnpj` required and checked, as documented),
+//! `PUT /v3/customers/{id}`, `/v3/payments` (refused for a customer without CPF/CNPJ, as on
+//! accounts that enforce it), `/v3/payments/{id}` and `/v3/payments/{id}/pixQrCode`, the
+//! `access_token` header, errors as `{"errors":[{code, description}]}`; deleted payments left
+//! out of lists, as Asaas does.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -9,7 +11,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use balcao::domain::Cents;
 use balcao::pix::asaas::AsaasGateway;
 use balcao::pix::{MapSecrets, PixSettings, RawPix};
@@ -25,6 +27,7 @@ pub(crate) const WEBHOOK_TOKEN: &str = "asaas-webhook-token-123";
 pub(crate) enum Route {
     ListCustomers,
     CreateCustomer,
+    UpdateCustomer,
     ListPayments,
     CreatePayment,
     GetPayment,
@@ -70,7 +73,15 @@ impl FakeAsaas {
         let inner = Shared::default();
         let app = axum::Router::new()
             .route("/v3/customers", get(list_customers).post(create_customer))
-            .route("/v3/payments", get(list_payments).post(create_payment))
+            .route("/v3/customers/{id}", put(update_customer))
+            // A provider finishes a create it started whether or not the client still waits
+            // (hyper drops a handler whose client went away; a task of its own goes on).
+            .route(
+                "/v3/payments",
+                get(list_payments).post(|state, headers, body| async move {
+                    tokio::spawn(create_payment(state, headers, body)).await.unwrap_or_else(|_| not_found())
+                }),
+            )
             .route("/v3/payments/{id}", get(get_payment))
             .route("/v3/payments/{id}/pixQrCode", get(pix_qr_code))
             .with_state(inner.clone());
@@ -207,6 +218,9 @@ async fn create_customer(State(inner): State<Shared>, headers: HeaderMap, Json(b
     if body["name"].as_str().is_none_or(str::is_empty) {
         return asaas_error(400, "invalid_name", "O campo nome deve ser informado.");
     }
+    if let Some(refusal) = check_cpf_cnpj(&body["cpfCnpj"]) {
+        return refusal;
+    }
     let customer = {
         let mut inner = locked(&inner);
         let mut customer = body.clone();
@@ -217,6 +231,76 @@ async fn create_customer(State(inner): State<Shared>, headers: HeaderMap, Json(b
         customer
     };
     answer(hang, Json(customer).into_response()).await
+}
+
+async fn update_customer(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    let hang = match begin(&inner, Route::UpdateCustomer, &headers).await {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    if body.get("cpfCnpj").is_some()
+        && let Some(refusal) = check_cpf_cnpj(&body["cpfCnpj"])
+    {
+        return refusal;
+    }
+    let updated = {
+        let mut inner = locked(&inner);
+        let Some(customer) = inner.customers.iter_mut().find(|c| c["id"] == id.as_str()) else {
+            return asaas_error(404, "not_found", "Cliente não encontrado.");
+        };
+        for (k, v) in body.as_object().into_iter().flatten() {
+            customer[k] = v.clone();
+        }
+        customer.clone()
+    };
+    answer(hang, Json(updated).into_response()).await
+}
+
+/// Asaas's answer to a missing or invalid `cpfCnpj`, if it is one: digits only (a CNPJ may have
+/// letters before its two check digits, the format in force since July 2026), with the
+/// Receita Federal's modulo-11 check digits.
+fn check_cpf_cnpj(value: &Value) -> Option<Response> {
+    let Some(raw) = value.as_str().filter(|v| !v.is_empty()) else {
+        return Some(asaas_error(400, "invalid_cpfCnpj", "O campo CPF/CNPJ deve ser informado."));
+    };
+    let chars: Vec<char> = raw.chars().collect();
+    let weights = |len: usize| -> Vec<u32> { (0..len).map(|i| 2 + ((len - 1 - i) % 8) as u32).collect() };
+    let digit = |body: &[char]| -> Option<char> {
+        let sum: u32 = body
+            .iter()
+            .zip(weights(body.len()))
+            .map(|(c, w)| (*c as u32).checked_sub(48).map(|v| v * w))
+            .sum::<Option<u32>>()?;
+        char::from_digit(if sum % 11 < 2 { 0 } else { 11 - sum % 11 }, 10)
+    };
+    let shape = match chars.len() {
+        11 => chars.iter().all(char::is_ascii_digit),
+        14 => {
+            chars[..12].iter().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+                && chars[12..].iter().all(char::is_ascii_digit)
+        }
+        _ => false,
+    };
+    let n = chars.len();
+    let cpf = n == 11;
+    // A CPF's weights run 10..2 and 11..2; a CNPJ's cycle 2..9 from the right.
+    let check = |body: &[char]| if cpf { cpf_digit(body) } else { digit(body) };
+    let valid = shape
+        && chars.iter().any(|c| *c != chars[0])
+        && check(&chars[..n - 2]) == Some(chars[n - 2])
+        && check(&chars[..n - 1]) == Some(chars[n - 1]);
+    (!valid).then(|| asaas_error(400, "invalid_cpfCnpj", "O CPF/CNPJ informado é inválido."))
+}
+
+fn cpf_digit(body: &[char]) -> Option<char> {
+    let sum: u32 =
+        body.iter().rev().enumerate().map(|(i, c)| c.to_digit(10).map(|d| d * (i as u32 + 2))).sum::<Option<u32>>()?;
+    char::from_digit(if sum % 11 < 2 { 0 } else { 11 - sum % 11 }, 10)
 }
 
 async fn list_payments(
@@ -245,10 +329,14 @@ async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(bo
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
     };
-    let known_customer =
-        body["customer"].as_str().is_some_and(|id| locked(&inner).customers.iter().any(|c| c["id"] == id));
-    if !known_customer {
+    let customer =
+        body["customer"].as_str().and_then(|id| locked(&inner).customers.iter().find(|c| c["id"] == id).cloned());
+    let Some(customer) = customer else {
         return asaas_error(400, "invalid_customer", "Cliente inválido ou não informado.");
+    };
+    if customer["cpfCnpj"].as_str().is_none_or(str::is_empty) {
+        let message = "Para criar esta cobrança é necessário preencher o CPF ou CNPJ do cliente.";
+        return asaas_error(400, "invalid_customer.cpfCnpj", message);
     }
     if body["billingType"] != "PIX" {
         return asaas_error(400, "invalid_billingType", "Forma de pagamento inválida.");

@@ -1,7 +1,8 @@
 //! A loopback Mercado Pago: `POST /v1/payments` with `X-Idempotency-Key` (a repeated key
 //! answers with the payment already created, as documented), `GET /v1/payments/search`,
 //! `GET /v1/payments/{id}`, `Authorization: Bearer`, errors as `{message, error, status,
-//! cause[]}`, numeric payment ids.
+//! cause[]}`, numeric payment ids. A create still being processed answers a second request with
+//! the same key `409` (the key is in use), as idempotency keys behave while in flight.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,8 @@ pub enum Route {
 pub enum Fault {
     Respond(u16, Value),
     ActThenHang,
+    /// Keep the create in flight (its key in use) until [`FakeMercadoPago::release`], then act.
+    HoldUntilReleased,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +54,8 @@ struct Inner {
     by_key: HashMap<String, u64>,
     faults: HashMap<Route, VecDeque<Fault>>,
     posts: Vec<Post>,
+    in_flight: std::collections::HashSet<String>,
+    release: Arc<tokio::sync::Notify>,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -64,7 +69,16 @@ impl FakeMercadoPago {
     pub async fn start() -> Self {
         let inner = Shared::default();
         let app = axum::Router::new()
-            .route("/v1/payments", post(create_payment))
+            // A provider finishes a create it started whether or not the client still waits
+            // (hyper drops a handler whose client went away; a task of its own goes on).
+            .route(
+                "/v1/payments",
+                post(|state, headers, body| async move {
+                    tokio::spawn(create_payment(state, headers, body))
+                        .await
+                        .unwrap_or_else(|_| mp_error(500, "internal error", "the create task failed"))
+                }),
+            )
             .route("/v1/payments/search", get(search_payments))
             .route("/v1/payments/{id}", get(get_payment))
             .with_state(inner.clone());
@@ -79,6 +93,10 @@ impl FakeMercadoPago {
     }
     pub fn posts(&self) -> Vec<Post> {
         locked(&self.inner).posts.clone()
+    }
+    /// Lets a create held by [`Fault::HoldUntilReleased`] go on.
+    pub fn release(&self) {
+        locked(&self.inner).release.notify_one();
     }
     pub fn update(&self, id: &str, change: Value) {
         let id: u64 = id.parse().expect("a numeric id");
@@ -99,6 +117,7 @@ impl FakeMercadoPago {
             base_url: Some(self.loopback.url.clone()),
             api_key_env: Some("MP_ACCESS_TOKEN".into()),
             webhook_secret_env: Some("MP_WEBHOOK_SECRET".into()),
+            payer_email: Some(PAYER_EMAIL.into()),
             ..Default::default()
         })
         .expect("mercadopago settings")
@@ -107,7 +126,6 @@ impl FakeMercadoPago {
     pub fn gateway_with(&self, token: &str) -> MercadoPagoGateway {
         let secrets = MapSecrets(HashMap::from([
             ("MP_ACCESS_TOKEN".to_owned(), token.to_owned()),
-            ("MP_ACCESS_TOKEN_PAYER_EMAIL".to_owned(), PAYER_EMAIL.to_owned()),
             ("MP_WEBHOOK_SECRET".to_owned(), WEBHOOK_SECRET.to_owned()),
         ]));
         MercadoPagoGateway::new(&self.settings(), &secrets).expect("mercadopago gateway")
@@ -132,6 +150,8 @@ fn authorized(headers: &HeaderMap) -> bool {
 enum Step {
     /// Act, then answer (after the client gave up, when `hang`).
     Act { hang: bool },
+    /// Act once released.
+    Hold,
     /// Answer this instead of acting.
     Answer(Response),
 }
@@ -147,6 +167,7 @@ fn begin(inner: &Shared, route: Route, headers: &HeaderMap) -> Step {
             Step::Answer((StatusCode::from_u16(status).expect("status"), Json(body)).into_response())
         }
         Some(Fault::ActThenHang) => Step::Act { hang: true },
+        Some(Fault::HoldUntilReleased) => Step::Hold,
         None => Step::Act { hang: false },
     }
 }
@@ -166,12 +187,26 @@ async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(bo
         idempotency_key: key.clone(),
         body: body.clone(),
     });
-    let hang = match begin(&inner, Route::CreatePayment, &headers) {
-        Step::Act { hang } => hang,
-        Step::Answer(response) => return response,
-    };
+    let step = begin(&inner, Route::CreatePayment, &headers);
     let Some(key) = key else {
         return mp_error(400, "X-Idempotency-Key header is required", "missing header X-Idempotency-Key");
+    };
+    if locked(&inner).in_flight.contains(&key) {
+        return mp_error(409, "Idempotency key is already being processed", "the same key is in use");
+    }
+    let hang = match step {
+        Step::Act { hang } => hang,
+        Step::Hold => {
+            let release = {
+                let mut inner = locked(&inner);
+                inner.in_flight.insert(key.clone());
+                inner.release.clone()
+            };
+            release.notified().await;
+            locked(&inner).in_flight.remove(&key);
+            false
+        }
+        Step::Answer(response) => return response,
     };
     // "If the payment was already created, its information is returned without creating a new one."
     let replay = {
@@ -221,6 +256,7 @@ async fn search_payments(
     let hang = match begin(&inner, Route::SearchPayments, &headers) {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
+        Step::Hold => return mp_error(500, "unexpected fault", "only creates are held"),
     };
     let reference = query.get("external_reference").cloned();
     let mut found: Vec<Value> = locked(&inner)
@@ -244,6 +280,7 @@ async fn get_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): 
     let hang = match begin(&inner, Route::GetPayment, &headers) {
         Step::Act { hang } => hang,
         Step::Answer(response) => return response,
+        Step::Hold => return mp_error(500, "unexpected fault", "only creates are held"),
     };
     let id: Option<u64> = id.parse().ok();
     let payment = locked(&inner).payments.iter().find(|p| id.is_some() && p["id"].as_u64() == id).cloned();

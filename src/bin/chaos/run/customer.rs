@@ -15,7 +15,7 @@ use balcao::domain::{ClickId, Decision};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
 
-use super::{Player, REMINDER_HOURS, STEP, confirm_button, spell, start};
+use super::{CPF, Player, REMINDER_HOURS, STEP, confirm_button, spell, start};
 use crate::OUTBOX_GRACE;
 use crate::db::on;
 use crate::faults::Fault;
@@ -131,7 +131,17 @@ impl Player<'_> {
         }
         let before = self.ctx.graph.count_to(&self.cast.number, me);
         self.book(rng, me, self.cast.deposit_service, start(slot)?).await?;
-        // The hold's Pix comes from the deposit sweep, after the booking's reply.
+        // Asaas needs the payer's CPF: the deposit sweep asks once; the customer answers (twice,
+        // sometimes), then the hold's Pix comes.
+        let asked = self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, |s| s.text().contains("CPF"));
+        if asked.await.is_none() {
+            // The time was taken (the overlap rule), or the run is slow: the invariants judge.
+            return Ok(());
+        }
+        let times = rng.between(1, 2);
+        for _ in 0..times {
+            self.text(rng, me, CPF).await;
+        }
         let pix = self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, |s| s.text().contains("pague o sinal"));
         if pix.await.is_none() {
             // The time was taken (the overlap rule), or the run is slow: the invariants judge.

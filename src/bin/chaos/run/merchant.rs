@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Player, STEP, confirm_button};
+use super::{CPF, Player, STEP, confirm_button};
 use crate::faults::Fault;
 use crate::psp::fake_asaas::{Fault as PspFault, Route, WEBHOOK_TOKEN};
 use crate::rng::Rng;
@@ -29,7 +29,9 @@ impl Player<'_> {
         let amount = rng.between(10, 200);
         let before = self.ctx.graph.count_to(&self.cast.number, &staff);
         let copies = rng.between(1, 3);
-        let charge = format!("#charge phone=+{customer} amount={amount}.00 desc={description} copies={copies}");
+        // Asaas needs the payer's CPF: the merchant gives it with the charge.
+        let charge =
+            format!("#charge phone=+{customer} amount={amount}.00 desc={description} doc={CPF} copies={copies}");
         self.text(&mut rng, &staff, &charge).await;
         let offer = self.ctx.graph.wait_for(&self.cast.number, &staff, before, STEP, |s| !s.buttons().is_empty()).await;
         let Some(confirm) = offer.and_then(|o| confirm_button(&o)) else { return Ok(()) };

@@ -1,0 +1,22 @@
+-- A contact's key is its number's match key: a Brazilian mobile (55, area code, 9, eight digits
+-- starting 6 to 9) without the ninth digit, since WhatsApp reports many of them without it. Rows
+-- keyed with the digit take the short key, unless a contact already has it (those two stay apart;
+-- merging people is for an operator to decide).
+UPDATE contacts
+SET external_key = substr(external_key, 1, 4) || substr(external_key, 6)
+WHERE length(external_key) = 13
+  AND external_key NOT GLOB '*[^0-9]*'
+  AND substr(external_key, 1, 2) = '55'
+  AND substr(external_key, 3, 1) <> '0'
+  AND substr(external_key, 4, 1) <> '0'
+  AND substr(external_key, 5, 1) = '9'
+  AND substr(external_key, 6, 1) IN ('6', '7', '8', '9')
+  AND NOT EXISTS (
+      SELECT 1 FROM contacts other
+      WHERE other.tenant_id = contacts.tenant_id
+        AND other.external_key = substr(contacts.external_key, 1, 4) || substr(contacts.external_key, 6)
+  );
+
+-- The payer's CPF or CNPJ, which some Pix providers require to charge (personal data: exported
+-- and erased with the contact).
+ALTER TABLE contacts ADD COLUMN payer_document TEXT;
