@@ -31,6 +31,7 @@ mod model_cost;
 mod ninth_digit;
 mod outbound_kinds;
 mod outbox;
+mod payer_documents;
 mod payments;
 mod pipeline;
 mod pix_psp;

@@ -4,39 +4,20 @@
 //! changes nothing; an unknown charge is kept and reported; the poller finds a payment whose
 //! notification never came. Both databases.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use balcao::config::PixSecrets;
 use balcao::jobs::Replier;
-use balcao::pix::{Gateways, MapSecrets};
+use balcao::pix::Gateways;
 use balcao::store::{ChargeStore, PaymentStore};
 use serde_json::json;
 
 use crate::contract;
 use crate::support::clicks::{CUSTOMER, button, inbox, post, propose_charge};
 use crate::support::common::{TestApp, local_test_config};
-use crate::support::fake_asaas::{API_KEY, FakeAsaas, WEBHOOK_TOKEN};
+use crate::support::fake_asaas::{FakeAsaas, WEBHOOK_TOKEN};
 use crate::support::payloads::text;
-use crate::support::scenario::{STAFF, Scenario, merchant_file};
-
-fn secrets() -> Arc<MapSecrets> {
-    Arc::new(MapSecrets(HashMap::from([
-        ("ASAAS_API_KEY".to_owned(), API_KEY.to_owned()),
-        ("ASAAS_WEBHOOK_TOKEN".to_owned(), WEBHOOK_TOKEN.to_owned()),
-    ])))
-}
-
-fn asaas_file(fake: &FakeAsaas) -> String {
-    merchant_file().replace(
-        "[pix]\n",
-        &format!(
-            "[pix]\ngateway = \"asaas\"\nbase_url = \"{}/v3\"\napi_key_env = \"ASAAS_API_KEY\"\n\
-             webhook_secret_env = \"ASAAS_WEBHOOK_TOKEN\"\n",
-            fake.loopback.url
-        ),
-    )
-}
+use crate::support::scenario::{STAFF, Scenario, asaas_file, asaas_secrets as secrets, merchant_file};
 
 async fn notify(app: &TestApp, token: &str, event: &str, payment: &str) -> reqwest::StatusCode {
     app.http

@@ -357,6 +357,19 @@ mod tests {
         assert_eq!(long["solicitacaoPagador"].as_str().map(|s| s.chars().count()), Some(140));
     }
 
+    #[test]
+    fn the_payer_is_identified_when_both_document_and_name_are_known() {
+        let mut req = request("Corte", at(13, 0, 0));
+        req.payer.document = crate::domain::PayerDocument::parse("529.982.247-25").ok();
+        assert_eq!(cob_request("k", &req, at(12, 0, 0)).get("devedor"), None, "nome is required with a document");
+        req.payer.name = Some(" Maria ".into());
+        let body = cob_request("k", &req, at(12, 0, 0));
+        assert_eq!(body["devedor"], serde_json::json!({ "cpf": "52998224725", "nome": "Maria" }));
+        req.payer.document = crate::domain::PayerDocument::parse("12.ABC.345/01DE-35").ok();
+        let body = cob_request("k", &req, at(12, 0, 0));
+        assert_eq!(body["devedor"], serde_json::json!({ "cnpj": "12ABC34501DE35", "nome": "Maria" }));
+    }
+
     fn cob(json: Value) -> Cob {
         serde_json::from_value(json).unwrap()
     }

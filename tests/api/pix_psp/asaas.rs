@@ -50,6 +50,7 @@ async fn asaas_creates_a_customer_a_payment_and_returns_its_code() {
     assert_eq!(customers[0]["mobilePhone"], "11999990000");
     assert_eq!(customers[0]["externalReference"], "wa:551199990000", "the number without its ninth digit");
     assert_eq!(customers[0]["notificationDisabled"], true);
+    assert_eq!(customers[0]["cpfCnpj"], "52998224725", "the payer's CPF, compact");
     let routes: Vec<Route> = fake.seen().iter().map(|s| s.route).collect();
     assert_eq!(
         routes,
@@ -68,6 +69,58 @@ async fn asaas_creates_a_customer_a_payment_and_returns_its_code() {
     assert_ne!(other.copia_e_cola, created.copia_e_cola);
     assert_eq!((fake.payments().len(), fake.customers().len()), (2, 1));
     assert_eq!(gateway.find(&request("charge/v1/never", 1000, expires_at())).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn asaas_without_the_payers_document_sends_nothing() {
+    let fake = FakeAsaas::start().await;
+    let mut req = request("charge/v1/no-document", 4550, expires_at());
+    req.payer.document = None;
+    let error = fake.gateway().create(&req).await.unwrap_err();
+    assert!(matches!(&error, GatewayError::Rejected(m) if m.contains("CPF or CNPJ")), "{error:?}");
+    let created =
+        fake.seen().iter().filter(|s| matches!(s.route, Route::CreateCustomer | Route::CreatePayment)).count();
+    assert_eq!(created, 0, "nothing created at Asaas");
+}
+
+#[tokio::test]
+async fn asaas_refuses_a_payment_for_a_customer_without_a_document_so_it_is_updated_first() {
+    let fake = FakeAsaas::start().await;
+    // A customer made before documents were sent: Asaas refuses to charge them.
+    fake.add_customer(json!({ "object": "customer", "id": "cus_old", "name": "Maria", "deleted": false,
+                               "externalReference": "wa:551199990000", "cpfCnpj": null }));
+    let refused = fake.customers()[0].clone();
+    let error = fake
+        .gateway()
+        .create(&request("charge/v1/direct", 4550, expires_at()))
+        .await
+        .map(|_| ())
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(error, None, "the customer was updated before the payment");
+    let customers = fake.customers();
+    assert_eq!(customers.len(), 1, "the same customer, updated: {customers:?}");
+    assert_eq!(
+        (customers[0]["id"].clone(), customers[0]["cpfCnpj"].clone()),
+        (refused["id"].clone(), json!("52998224725"))
+    );
+    let routes: Vec<Route> = fake.seen().iter().map(|s| s.route).collect();
+    assert!(routes.contains(&Route::UpdateCustomer), "{routes:?}");
+
+    // What the update prevents, as Asaas answers it.
+    fake.add_customer(json!({ "object": "customer", "id": "cus_bare", "name": "Zé", "deleted": false,
+                               "externalReference": "manual", "cpfCnpj": null }));
+    let body = json!({ "customer": "cus_bare", "billingType": "PIX", "value": 10.0, "dueDate": "2030-01-01" });
+    let answer = reqwest::Client::new()
+        .post(format!("{}/v3/payments", fake.loopback.url))
+        .header("access_token", API_KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 400);
+    let text = answer.text().await.unwrap();
+    assert!(text.contains("necessário preencher o CPF ou CNPJ do cliente"), "{text}");
 }
 
 #[tokio::test]

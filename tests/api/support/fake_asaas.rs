@@ -94,6 +94,10 @@ impl FakeAsaas {
     pub(crate) fn customers(&self) -> Vec<Value> {
         locked(&self.inner).customers.clone()
     }
+    /// A customer made outside us (in Asaas's panel, or before we sent documents).
+    pub(crate) fn add_customer(&self, customer: Value) {
+        locked(&self.inner).customers.push(customer);
+    }
     pub(crate) fn payments(&self) -> Vec<Value> {
         locked(&self.inner).payments.clone()
     }

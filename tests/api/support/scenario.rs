@@ -20,6 +20,27 @@ pub const LEASE: Duration = Duration::from_secs(120);
 /// The staff number of [`Scenario::with_merchant`] (a `wa_id`).
 pub const STAFF: &str = "5511988887777";
 
+/// [`merchant_file`] on Asaas, at `fake`.
+pub fn asaas_file(fake: &crate::support::fake_asaas::FakeAsaas) -> String {
+    merchant_file().replace(
+        "[pix]\n",
+        &format!(
+            "[pix]\ngateway = \"asaas\"\nbase_url = \"{}/v3\"\napi_key_env = \"ASAAS_API_KEY\"\n\
+             webhook_secret_env = \"ASAAS_WEBHOOK_TOKEN\"\n",
+            fake.loopback.url
+        ),
+    )
+}
+
+/// The secrets [`asaas_file`] names.
+pub fn asaas_secrets() -> Arc<balcao::pix::MapSecrets> {
+    use crate::support::fake_asaas::{API_KEY, WEBHOOK_TOKEN};
+    Arc::new(balcao::pix::MapSecrets(std::collections::HashMap::from([
+        ("ASAAS_API_KEY".to_owned(), API_KEY.to_owned()),
+        ("ASAAS_WEBHOOK_TOKEN".to_owned(), WEBHOOK_TOKEN.to_owned()),
+    ])))
+}
+
 /// [`catalog_file`] with staff (`STAFF`) and the sandbox Pix gateway.
 pub fn merchant_file() -> String {
     catalog_file("barbearia", crate::support::common::PHONE_NUMBER_ID, "America/Sao_Paulo").replacen(
