@@ -288,6 +288,21 @@ impl App {
             pool.spawn("deposit-expiry".to_owned(), move || {
                 crate::money::deposits::run_expiry(store.clone(), replier.clone(), SWEEP_EVERY, stop_holds.clone())
             });
+            let withdrawals = Arc::new(crate::money::charges::Withdrawals::new(
+                self.store.clone(),
+                self.replier.clone(),
+                self.gateways.clone(),
+                self.config.ledger.lease,
+            ));
+            let (store, stop_withdrawals) = (self.store.clone(), stop.clone());
+            pool.spawn("charge-withdrawals".to_owned(), move || {
+                crate::money::charges::run_withdrawals(
+                    withdrawals.clone(),
+                    store.clone(),
+                    SWEEP_EVERY,
+                    stop_withdrawals.clone(),
+                )
+            });
             let (store, replier, gateways, stop_poller) =
                 (self.store.clone(), self.replier.clone(), self.gateways.clone(), stop.clone());
             pool.spawn("charge-poller".to_owned(), move || {

@@ -51,8 +51,8 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use super::gateway::{
-    ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, NotifiedCharge, Payer,
-    PaymentState, PixGateway, WebhookRequest,
+    CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
+    NotifiedCharge, Payer, PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
 use super::http;
 use super::secrets::{Secrets, required_secret};
@@ -218,6 +218,24 @@ impl PixGateway for AsaasGateway {
             })?,
         };
         payment_state(&payment)
+    }
+
+    /// `DELETE /v3/payments/{id}`; Asaas refuses to remove a payment it received.
+    async fn cancel(&self, charge: &ChargeRef) -> Result<CancelOutcome, GatewayError> {
+        let id = match &charge.provider_ref {
+            Some(id) => id.clone(),
+            None => match self.payment_by_reference(&charge.txid).await? {
+                Some(payment) => payment.id,
+                // Not listed: never created, or deleted already.
+                None => return Ok(CancelOutcome::Cancelled),
+            },
+        };
+        let request = self.http.delete(self.url(&["payments", &id], &[])?).header("access_token", self.api_key.clone());
+        match http::send_json::<Value>(PROVIDER, request, readable_error).await {
+            Ok(_) => Ok(CancelOutcome::Cancelled),
+            Err(refusal @ GatewayError::Rejected(_)) => after_refused_cancel(self, charge, refusal).await,
+            Err(e) => Err(e),
+        }
     }
 
     fn notifications(&self, request: &WebhookRequest<'_>) -> Result<Vec<Notification>, NotificationError> {

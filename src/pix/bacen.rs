@@ -41,8 +41,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::gateway::{
-    ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, PaymentState, PixGateway,
-    WebhookRequest,
+    CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
+    PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
@@ -281,6 +281,23 @@ impl PixGateway for BacenGateway {
             .await?
             .ok_or_else(|| GatewayError::Rejected(format!("the provider has no charge with txid {txid}")))?;
         cob.payment_state(Utc::now())
+    }
+
+    /// `PATCH /cob/{txid}` with `status: REMOVIDA_PELO_USUARIO_RECEBEDOR`; a `CONCLUIDA` charge
+    /// cannot be removed.
+    async fn cancel(&self, charge: &ChargeRef) -> Result<CancelOutcome, GatewayError> {
+        let txid = Txid::parse(&charge.txid).map_err(|e| GatewayError::Rejected(e.to_string()))?;
+        let body = serde_json::json!({ "status": api::REMOVED_BY_RECEIVER });
+        let reply = self.call(Method::PATCH, &format!("/cob/{txid}"), Some(&body)).await?;
+        match reply.status {
+            status if status.is_success() => Ok(CancelOutcome::Cancelled),
+            // Never created: nothing to withdraw.
+            StatusCode::NOT_FOUND => Ok(CancelOutcome::Cancelled),
+            status => match api::status_error(status, &reply.body) {
+                refusal @ GatewayError::Rejected(_) => after_refused_cancel(self, charge, refusal).await,
+                other => Err(other),
+            },
+        }
     }
 
     fn notifications(&self, request: &WebhookRequest<'_>) -> Result<Vec<Notification>, NotificationError> {

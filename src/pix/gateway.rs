@@ -16,7 +16,9 @@
 //!   or from one whose create timed out, waits that out before its lookup (`domain::window`
 //!   has the reasoning);
 //! - `copia_e_cola` is the provider's payload, stored and sent as is; it is checked with
-//!   [`super::brcode::decode`] but never "fixed".
+//!   [`super::brcode::decode`] but never "fixed";
+//! - `cancel` never hides a payment: when the provider refuses it, the charge's state is asked,
+//!   and a charge paid meanwhile comes back as [`CancelOutcome::Paid`] for the paid path.
 
 use std::time::Duration;
 
@@ -63,6 +65,29 @@ pub enum PaymentState {
     },
     Expired,
     Cancelled,
+}
+
+/// What a cancellation at the provider found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The charge can no longer be paid (cancelled now, or expired or cancelled before).
+    Cancelled,
+    /// It was paid first: nothing was cancelled, and the caller takes the paid path.
+    Paid { end_to_end_id: Option<String> },
+}
+
+/// What a refused cancellation means: the charge's state decides (paid meanwhile, or already
+/// gone); a charge still pending keeps the refusal.
+pub(crate) async fn after_refused_cancel(
+    gateway: &dyn PixGateway,
+    charge: &ChargeRef,
+    refusal: GatewayError,
+) -> Result<CancelOutcome, GatewayError> {
+    match gateway.state(charge).await? {
+        PaymentState::Paid { end_to_end_id } => Ok(CancelOutcome::Paid { end_to_end_id }),
+        PaymentState::Expired | PaymentState::Cancelled => Ok(CancelOutcome::Cancelled),
+        PaymentState::Pending => Err(refusal),
+    }
 }
 
 /// A payment notification as received: the raw body and what authenticates it.
@@ -153,6 +178,10 @@ pub trait PixGateway: Send + Sync {
     /// The charge's payment state at the provider: the re-fetch before a notification is
     /// trusted, and the poller's question.
     async fn state(&self, charge: &ChargeRef) -> Result<PaymentState, GatewayError>;
+
+    /// Withdraws a charge so it can no longer be paid (idempotent: a charge already cancelled or
+    /// expired is [`CancelOutcome::Cancelled`]); one paid first is reported, not cancelled.
+    async fn cancel(&self, charge: &ChargeRef) -> Result<CancelOutcome, GatewayError>;
 
     /// Authenticates a payment notification (constant-time where a secret is compared) and
     /// reads its events.

@@ -25,8 +25,8 @@ pub mod txid;
 pub use brcode::{BrCode, BrCodeError, Field, StaticCharge, decode};
 pub use fold::fold_ascii;
 pub use gateway::{
-    ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, NotifiedCharge, Payer,
-    PaymentState, PixGateway, WebhookRequest,
+    CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
+    NotifiedCharge, Payer, PaymentState, PixGateway, WebhookRequest,
 };
 pub use gateways::Gateways;
 pub use key::{PixKey, PixKeyError, PixKeyType};

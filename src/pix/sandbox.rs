@@ -6,7 +6,7 @@
 //! confirms a payment here: the merchant confirms it by hand.
 
 use super::brcode::StaticCharge;
-use super::gateway::{ChargeRef, ChargeRequest, CreatedCharge, GatewayError, PaymentState, PixGateway};
+use super::gateway::{CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, PaymentState, PixGateway};
 use super::settings::PixSettings;
 
 #[derive(Debug, Clone)]
@@ -50,6 +50,12 @@ impl PixGateway for SandboxGateway {
     /// Nothing here sees a payment: a sandbox charge is marked paid by hand.
     async fn state(&self, _charge: &ChargeRef) -> Result<PaymentState, GatewayError> {
         Ok(PaymentState::Pending)
+    }
+
+    /// A static code cannot be revoked: withdrawing it is marking it so here, which the caller
+    /// does; nobody pays a sandbox charge.
+    async fn cancel(&self, _charge: &ChargeRef) -> Result<CancelOutcome, GatewayError> {
+        Ok(CancelOutcome::Cancelled)
     }
 }
 

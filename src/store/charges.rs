@@ -89,6 +89,12 @@ pub trait ChargeStore {
     /// pending → `status` (expired, cancelled) as the provider says; false if not pending.
     async fn close_charge(&self, tenant: TenantId, id: i64, status: &str, now: DateTime<Utc>) -> StoreResult<bool>;
     async fn charge(&self, tenant: TenantId, id: i64) -> StoreResult<Option<Charge>>;
+    /// Charges that can no longer be paid here (expired, cancelled) but were not withdrawn at
+    /// their provider yet, with their tenant, oldest first.
+    async fn charges_to_withdraw(&self, limit: i64) -> StoreResult<Vec<(TenantId, Charge)>>;
+    /// Records charge `id` withdrawn at its provider; a pending one becomes `cancelled`. False
+    /// when it was no longer pending, expired or cancelled (paid meanwhile).
+    async fn mark_withdrawn(&self, tenant: TenantId, id: i64, now: DateTime<Utc>) -> StoreResult<bool>;
     async fn charge_by_key(&self, tenant: TenantId, key: &LedgerKey) -> StoreResult<Option<Charge>>;
     /// The tenant's charges created at or after `since`, optionally of one status, newest first.
     async fn charges(
@@ -238,6 +244,42 @@ impl ChargeStore for Store {
                 "UPDATE charges SET status = $1, updated_at = $2 WHERE tenant_id = $3 AND id = $4 AND status = 'pending'",
             )
             .bind(status)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(id)
+            .execute(pool)
+            .await
+            .map(changed_one)
+        })?)
+    }
+
+    async fn charges_to_withdraw(&self, limit: i64) -> StoreResult<Vec<(TenantId, Charge)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            tenant_id: i64,
+            #[sqlx(flatten)]
+            charge: Charge,
+        }
+        let rows: Vec<Row> = reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT tenant_id, ", charge_columns!(), " FROM charges
+                 WHERE status IN ('expired', 'cancelled') AND withdrawn_at IS NULL AND gateway <> 'sandbox'
+                 ORDER BY id LIMIT $1"
+            ))
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.charge)).collect())
+    }
+
+    async fn mark_withdrawn(&self, tenant: TenantId, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {
+        Ok(writing!(self, pool => {
+            sqlx::query(
+                "UPDATE charges SET withdrawn_at = $1, updated_at = $1,
+                     status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END
+                 WHERE tenant_id = $2 AND id = $3 AND status IN ('pending', 'expired', 'cancelled')",
+            )
             .bind(now)
             .bind(tenant.0)
             .bind(id)

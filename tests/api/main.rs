@@ -41,3 +41,4 @@ mod simulator_page;
 mod tenants;
 mod turn_end;
 mod webhook;
+mod withdrawals;

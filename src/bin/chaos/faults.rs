@@ -54,6 +54,9 @@ pub enum Fault {
     EarlyNotification,
     /// `pg_terminate_backend` on the servers' connections.
     ConnectionsKilled,
+    /// A booking held for its deposit cancelled once its Pix was sent: the charge must be
+    /// withdrawn at the provider, once, unless it was paid.
+    CancelHeld,
 }
 
 /// Counts shared by the run and the fakes.

@@ -45,6 +45,10 @@ pub async fn settle(ctx: &Ctx, cast: &Cast, timeout: Duration) -> anyhow::Result
             "SELECT COUNT(*) FROM pending_actions WHERE tenant_id = $1 AND status = 'pending' AND expires_at <= created_at",
         ),
         (
+            "withdrawals",
+            "SELECT COUNT(*) FROM charges WHERE tenant_id = $1 AND status IN ('expired', 'cancelled') AND withdrawn_at IS NULL",
+        ),
+        (
             "outbox rows",
             "SELECT COUNT(*) FROM outbound_messages WHERE tenant_id = $1 AND status IN ('pending', 'sending', 'unknown')",
         ),
@@ -159,6 +163,13 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
             out.push(format!("payment {id} at the provider is recorded by no charge"));
             continue;
         };
+        // Withdrawn at the provider exactly when it can no longer be paid here.
+        let deleted = payment["deleted"] == true;
+        let closed = matches!(status.as_str(), "expired" | "cancelled");
+        ctx.coverage.add("charges withdrawn", u64::from(deleted));
+        if deleted != (closed && payment["status"] != "RECEIVED") {
+            out.push(format!("charge {charge} is {status} here, its payment {id} deleted at the provider: {deleted}"));
+        }
         if payment["status"] != "RECEIVED" {
             continue;
         }

@@ -219,11 +219,12 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
 }
 
 /// What every campaign of 20 runs or more must have done at least once.
-const COVERED: [&str; 7] = [
+const COVERED: [&str; 8] = [
     "appointments booked",
     "appointments cancelled",
     "charges paid",
     "deposits paid",
+    "charges withdrawn",
     "reminders answered",
     "expired clicks refused",
     "replies sent",

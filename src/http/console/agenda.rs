@@ -14,6 +14,8 @@ pub(crate) mod grid;
 pub(crate) mod detail_support {
     pub(crate) use super::detail::{ActionRow, action_row};
 }
+/// Who a console change is recorded as, and its ledger lease; shared with the charges page.
+pub(crate) use changes::{BY_CONSOLE, LEDGER_LEASE};
 
 use askama::Template;
 use axum::Router;

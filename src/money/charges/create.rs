@@ -45,7 +45,7 @@ fn not_possible(text: ActionText<'_>) -> ToolFailure {
     ToolFailure::Permanent { message, details: json!({ "reason": "not_possible" }) }
 }
 
-fn gateway_failure(e: GatewayError) -> ToolFailure {
+pub(super) fn gateway_failure(e: GatewayError) -> ToolFailure {
     match e {
         GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
         GatewayError::WindowClosed => ToolFailure::Transient(GatewayError::WindowClosed.to_string()),

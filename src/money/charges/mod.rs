@@ -15,16 +15,20 @@
 //!   however often a payment is reported, each party is told once;
 //! - a booking deposit's payment (`appointment_id` set) also confirms its appointment in that
 //!   transaction, or, when the appointment can no longer be confirmed, records the charge
-//!   `refund_due` and tells the merchant to give the money back (see `crate::money::deposits`).
+//!   `refund_due` and tells the merchant to give the money back (see `crate::money::deposits`);
+//! - a charge closed here (expired, cancelled) is withdrawn at its provider once, unless it was
+//!   paid first, which takes the paid path ([`withdraw`]).
 
 mod create;
 mod delivery;
 mod paid;
+pub mod withdraw;
 
 pub use create::{CHARGE_TTL, ChargeOrder, PAYER_DOCUMENT_REQUIRED, create_charge};
 pub use delivery::{choose_via, inside_window};
 pub use paid::{PaidOutcome, alert_late_payment, mark_paid};
 pub(crate) use paid::{late_payment_key, merchants};
+pub use withdraw::{CANCEL_CHARGE, CancelCharge, Withdrawals, run_withdrawals};
 
 use chrono::{DateTime, Utc};
 

@@ -20,12 +20,15 @@
 //! - a hold that runs out is one transaction: held → expired (its ledger rows and pending
 //!   proposals superseded, so booking the slot again is a new booking), its pending charge
 //!   expired, and the customer's notice queued under a key derived from the appointment: told
-//!   once, however many sweeps run.
+//!   once, however many sweeps run. The expired (or, with its booking, cancelled) charge is then
+//!   withdrawn at its provider (`money::charges::withdraw`); one paid meanwhile is confirmed
+//!   through the paid path instead;
+//! - on a gateway that needs the payer's CPF or CNPJ (Asaas), a customer without one is asked
+//!   for it once (`deposit:{id}:document`) and the charge waits; their answer is taken by
+//!   `turns::payer_document` and the next sweep sends the charge.
 //!
 //! Known limits: a customer known only by a username (no WhatsApp number) cannot be charged,
-//! so the hold just runs out; the charge poller asks only about pending charges, so a payment
-//! after expiry is seen through the provider's notification (or the sandbox's "marcar como
-//! pago").
+//! so the hold just runs out.
 
 mod expiry;
 mod paid;

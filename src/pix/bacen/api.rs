@@ -19,6 +19,9 @@ use crate::pix::gateway::{ChargeRequest, GatewayError, PaymentState};
 use crate::pix::http::{StatusClass, status_class};
 use crate::pix::txid::Txid;
 
+/// The status a `PATCH /cob/{txid}` sets to withdraw a charge.
+pub(super) const REMOVED_BY_RECEIVER: &str = "REMOVIDA_PELO_USUARIO_RECEBEDOR";
+
 /// `solicitacaoPagador` has `maxLength: 140`.
 const MAX_PAYER_REQUEST_CHARS: usize = 140;
 /// `devedor.nome` has `maxLength: 200`.
@@ -187,7 +190,7 @@ impl Cob {
             Some("CONCLUIDA") => Ok(PaymentState::Paid {
                 end_to_end_id: self.pix.first().and_then(|p| p.end_to_end_id.clone()).filter(|id| !id.is_empty()),
             }),
-            Some("REMOVIDA_PELO_USUARIO_RECEBEDOR" | "REMOVIDA_PELO_PSP") => Ok(PaymentState::Cancelled),
+            Some(REMOVED_BY_RECEIVER | "REMOVIDA_PELO_PSP") => Ok(PaymentState::Cancelled),
             Some(other) => Err(GatewayError::Unknown(format!("the provider reports status {other:?}, unknown here"))),
             None => Err(GatewayError::Unknown("the provider's charge has no status".into())),
         }

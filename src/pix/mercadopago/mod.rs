@@ -43,8 +43,8 @@ use sha2::{Digest, Sha256};
 pub use self::payer::PayerEmail;
 use crate::domain::{LedgerKey, Secret};
 use crate::pix::gateway::{
-    ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError, PaymentState, PixGateway,
-    WebhookRequest,
+    CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
+    PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
 use crate::pix::http;
 use crate::pix::secrets::{Secrets, required_secret};
@@ -161,6 +161,31 @@ impl PixGateway for MercadoPagoGateway {
             })?,
         };
         payment_state(&payment)
+    }
+
+    /// `PUT /v1/payments/{id}` with `status: cancelled`; Mercado Pago refuses it for an approved
+    /// payment.
+    async fn cancel(&self, charge: &ChargeRef) -> Result<CancelOutcome, GatewayError> {
+        let id = match &charge.provider_ref {
+            Some(id) => id.clone(),
+            None => match self.payment_by_reference(&charge.txid).await? {
+                Some(payment) => payment.id,
+                None => return Ok(CancelOutcome::Cancelled),
+            },
+        };
+        let request = self
+            .http
+            .put(http::url(&self.base, &["v1", "payments", &id], &[])?)
+            .bearer_auth(self.token.expose())
+            .json(&json!({ "status": "cancelled" }));
+        match http::send_json::<Payment>(PROVIDER, request, readable_error).await {
+            Ok(payment) => match payment_state(&payment)? {
+                PaymentState::Paid { end_to_end_id } => Ok(CancelOutcome::Paid { end_to_end_id }),
+                _ => Ok(CancelOutcome::Cancelled),
+            },
+            Err(refusal @ GatewayError::Rejected(_)) => after_refused_cancel(self, charge, refusal).await,
+            Err(e) => Err(e),
+        }
     }
 
     fn notifications(&self, request: &WebhookRequest<'_>) -> Result<Vec<Notification>, NotificationError> {

@@ -6,8 +6,8 @@ use balcao::domain::Cents;
 use balcao::pix::asaas::AsaasGateway;
 use balcao::pix::gateways::build;
 use balcao::pix::{
-    ChargeRef, GatewayError, MapSecrets, Notification, NotificationError, NotifiedCharge, PaymentState, PixGateway,
-    WebhookRequest, decode,
+    CancelOutcome, ChargeRef, GatewayError, MapSecrets, Notification, NotificationError, NotifiedCharge, PaymentState,
+    PixGateway, WebhookRequest, decode,
 };
 use chrono::{TimeZone, Utc};
 use reqwest::header::HeaderMap as ReqwestHeaders;
@@ -121,6 +121,26 @@ async fn asaas_refuses_a_payment_for_a_customer_without_a_document_so_it_is_upda
     assert_eq!(answer.status(), 400);
     let text = answer.text().await.unwrap();
     assert!(text.contains("necessário preencher o CPF ou CNPJ do cliente"), "{text}");
+}
+
+#[tokio::test]
+async fn asaas_cancel_deletes_a_pending_payment_and_reports_one_paid_meanwhile() {
+    let fake = FakeAsaas::start().await;
+    let gateway = fake.gateway();
+    let created = gateway.create(&request("charge/v1/cancel", 4550, expires_at())).await.unwrap();
+    let charge = ChargeRef { txid: created.txid.as_str().to_owned(), provider_ref: created.provider_ref.clone() };
+    assert_eq!(gateway.cancel(&charge).await.unwrap(), CancelOutcome::Cancelled);
+    assert_eq!(fake.payments()[0]["deleted"], true);
+    assert_eq!(gateway.cancel(&charge).await.unwrap(), CancelOutcome::Cancelled, "deleted already: still cancelled");
+    let by_reference = ChargeRef { provider_ref: None, ..charge };
+    assert_eq!(gateway.cancel(&by_reference).await.unwrap(), CancelOutcome::Cancelled);
+
+    let paid = gateway.create(&request("charge/v1/cancel-paid", 4550, expires_at())).await.unwrap();
+    let id = paid.provider_ref.clone().unwrap();
+    fake.update(&id, json!({ "status": "RECEIVED" }));
+    let paid = ChargeRef { txid: paid.txid.as_str().to_owned(), provider_ref: Some(id.clone()) };
+    assert_eq!(gateway.cancel(&paid).await.unwrap(), CancelOutcome::Paid { end_to_end_id: None });
+    assert!(fake.payments().iter().any(|p| p["id"] == id.as_str() && p["deleted"] == false), "not removed");
 }
 
 #[tokio::test]

@@ -18,8 +18,9 @@ use axum::routing::{get, post, put};
 use balcao::domain::Cents;
 use balcao::pix::bacen::BacenGateway;
 use balcao::pix::{
-    ChargeRef, ChargeRequest, GatewayError, GatewayKind, MapSecrets, Notification, NotificationError, NotifiedCharge,
-    PaymentState, PixGateway, PixKey, PixKeyType, PixSettings, ProviderConfig, Txid, WebhookRequest, decode,
+    CancelOutcome, ChargeRef, ChargeRequest, GatewayError, GatewayKind, MapSecrets, Notification, NotificationError,
+    NotifiedCharge, PaymentState, PixGateway, PixKey, PixKeyType, PixSettings, ProviderConfig, Txid, WebhookRequest,
+    decode,
 };
 use chrono::Utc;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -178,7 +179,7 @@ impl FakePsp {
         let app = Router::new()
             .route("/oauth/token", post(token))
             .route("/v2/oauth/token", post(token))
-            .route("/v2/cob/{txid}", put(put_cob).get(get_cob))
+            .route("/v2/cob/{txid}", put(put_cob).get(get_cob).patch(patch_cob))
             .route("/v2/loc/{id}/qrcode", get(qrcode))
             .with_state(state.clone());
         let task = tokio::spawn(serve(listener, TlsAcceptor::from(pki.server.clone()), app));
@@ -385,6 +386,33 @@ async fn get_cob(State(state): State<Shared>, Path(txid): Path<String>, headers:
             answer(404, "application/json", &body)
         }
     }
+}
+
+/// `PATCH /cob/{txid}` (`CobPayloadRevisada`): only `status: REMOVIDA_PELO_USUARIO_RECEBEDOR` is
+/// taken here; a `CONCLUIDA` charge cannot be changed or removed.
+async fn patch_cob(State(state): State<Shared>, Path(txid): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut psp = state.lock().expect("state");
+    if !authorized(&psp, &headers) {
+        return unauthorized();
+    }
+    let revision: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if revision["status"] != "REMOVIDA_PELO_USUARIO_RECEBEDOR" {
+        let body =
+            problem(400, "CobOperacaoInvalida", "Cobrança inválida.", "status must be REMOVIDA_PELO_USUARIO_RECEBEDOR");
+        return answer(400, "application/problem+json", &body);
+    }
+    let Some(charge) = psp.charges.get_mut(&txid) else {
+        let body = json!({ "nome": "cobranca_nao_encontrada", "mensagem": "Nenhuma cobrança encontrada para o txid informado" });
+        return answer(404, "application/json", &body);
+    };
+    if charge["status"] == "CONCLUIDA" {
+        let detail = "Não se pode alterar nem remover uma cobrança cujo status esteja CONCLUIDA.";
+        let body = problem(400, "CobOperacaoInvalida", "Cobrança inválida.", detail);
+        return answer(400, "application/problem+json", &body);
+    }
+    charge["status"] = json!("REMOVIDA_PELO_USUARIO_RECEBEDOR");
+    let charge = charge.clone();
+    answer(200, "application/json", &shown(&psp, &charge))
 }
 
 async fn qrcode(State(state): State<Shared>, Path(id): Path<u64>, headers: HeaderMap) -> Response {
@@ -792,6 +820,31 @@ async fn pix_bacen_state_follows_the_charge_at_the_provider() {
 
     let unknown = ChargeRef { txid: "a".repeat(32), provider_ref: None };
     assert!(matches!(gateway.state(&unknown).await, Err(GatewayError::Rejected(_))));
+}
+
+#[tokio::test]
+async fn pix_bacen_cancel_removes_a_charge_and_reports_one_paid_meanwhile() {
+    let (pki, psp) = setup().await;
+    let gateway = gateway(&pki, &psp);
+    let created = gateway.create(&request("pix_charge/v1/cancel", 2500)).await.expect("create");
+    let charge = ChargeRef { txid: created.txid.as_str().to_owned(), provider_ref: created.provider_ref.clone() };
+    assert_eq!(gateway.cancel(&charge).await.expect("cancel"), CancelOutcome::Cancelled);
+    assert_eq!(gateway.state(&charge).await.expect("state"), PaymentState::Cancelled);
+    assert_eq!(gateway.cancel(&charge).await.expect("again"), CancelOutcome::Cancelled, "idempotent");
+
+    let paid = gateway.create(&request("pix_charge/v1/cancel-paid", 2500)).await.expect("create");
+    psp.set(paid.txid.as_str(), |c| {
+        c["status"] = json!("CONCLUIDA");
+        c["pix"] = json!([{ "endToEndId": "E1234567820200909122120200808009", "txid": paid.txid.as_str(),
+                             "valor": "25.00", "horario": "2020-09-09T20:15:00.358Z" }]);
+    });
+    let paid = ChargeRef { txid: paid.txid.as_str().to_owned(), provider_ref: paid.provider_ref.clone() };
+    let outcome = gateway.cancel(&paid).await.expect("cancel");
+    assert_eq!(outcome, CancelOutcome::Paid { end_to_end_id: Some("E1234567820200909122120200808009".into()) });
+    assert_eq!(
+        gateway.state(&paid).await.expect("state"),
+        PaymentState::Paid { end_to_end_id: Some("E1234567820200909122120200808009".into()) }
+    );
 }
 
 #[tokio::test]

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use balcao::domain::{Cents, LedgerKey};
 use balcao::pix::mercadopago::{MercadoPagoGateway, PayerEmail, idempotency_key};
 use balcao::pix::{
-    ChargeRef, GatewayError, MapSecrets, Notification, NotificationError, NotifiedCharge, PaymentState, PixGateway,
-    WebhookRequest, decode,
+    CancelOutcome, ChargeRef, GatewayError, MapSecrets, Notification, NotificationError, NotifiedCharge, PaymentState,
+    PixGateway, WebhookRequest, decode,
 };
 use chrono::{DateTime, TimeDelta, Utc};
 use hmac::{Hmac, KeyInit, Mac};
@@ -150,6 +150,23 @@ async fn mercadopago_a_409_for_a_key_still_in_flight_is_unknown_and_the_retry_fi
     assert_eq!(fake.payments().len(), 1, "one payment for one key");
     assert_eq!(created.provider_ref, Some((FIRST_ID + 1).to_string()));
     same_key_on_every_post(&fake, "charge/v1/in-flight");
+}
+
+#[tokio::test]
+async fn mercadopago_cancel_cancels_a_pending_payment_and_reports_one_paid_meanwhile() {
+    let fake = FakeMercadoPago::start().await;
+    let gateway = fake.gateway();
+    let created = gateway.create(&request("charge/v1/cancel", 4550, in_a_day())).await.unwrap();
+    let charge = ChargeRef { txid: created.txid.as_str().to_owned(), provider_ref: created.provider_ref.clone() };
+    assert_eq!(gateway.cancel(&charge).await.unwrap(), CancelOutcome::Cancelled);
+    assert_eq!(fake.payments()[0]["status"], "cancelled");
+    assert_eq!(gateway.cancel(&charge).await.unwrap(), CancelOutcome::Cancelled, "cancelled already: still cancelled");
+
+    let paid = gateway.create(&request("charge/v1/cancel-paid", 4550, in_a_day())).await.unwrap();
+    let id = paid.provider_ref.clone().unwrap();
+    fake.update(&id, json!({ "status": "approved", "status_detail": "accredited" }));
+    let paid = ChargeRef { txid: paid.txid.as_str().to_owned(), provider_ref: Some(id) };
+    assert_eq!(gateway.cancel(&paid).await.unwrap(), CancelOutcome::Paid { end_to_end_id: None });
 }
 
 #[tokio::test]

@@ -31,6 +31,7 @@ pub(crate) enum Route {
     ListPayments,
     CreatePayment,
     GetPayment,
+    DeletePayment,
     PixQrCode,
 }
 
@@ -82,7 +83,7 @@ impl FakeAsaas {
                     tokio::spawn(create_payment(state, headers, body)).await.unwrap_or_else(|_| not_found())
                 }),
             )
-            .route("/v3/payments/{id}", get(get_payment))
+            .route("/v3/payments/{id}", get(get_payment).delete(delete_payment))
             .route("/v3/payments/{id}/pixQrCode", get(pix_qr_code))
             .with_state(inner.clone());
         Self { loopback: Loopback::start(app).await, inner }
@@ -383,6 +384,29 @@ async fn get_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): 
     };
     let payment = locked(&inner).payments.iter().find(|p| p["id"] == id.as_str()).cloned();
     answer(hang, payment.map_or_else(not_found, |p| Json(p).into_response())).await
+}
+
+/// `DELETE /v3/payments/{id}`: `{"deleted": true, "id": …}`; a received payment cannot be
+/// removed.
+async fn delete_payment(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let hang = match begin(&inner, Route::DeletePayment, &headers).await {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+    };
+    let response = {
+        let mut inner = locked(&inner);
+        match inner.payments.iter_mut().find(|p| p["id"] == id.as_str() && p["deleted"] == false) {
+            None => not_found(),
+            Some(p) if matches!(p["status"].as_str(), Some("RECEIVED" | "CONFIRMED" | "RECEIVED_IN_CASH")) => {
+                asaas_error(400, "invalid_action", "Não é possível remover uma cobrança já recebida.")
+            }
+            Some(p) => {
+                p["deleted"] = json!(true);
+                Json(json!({ "deleted": true, "id": id })).into_response()
+            }
+        }
+    };
+    answer(hang, response).await
 }
 
 async fn pix_qr_code(State(inner): State<Shared>, headers: HeaderMap, Path(id): Path<String>) -> Response {

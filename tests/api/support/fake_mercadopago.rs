@@ -31,6 +31,7 @@ pub enum Route {
     CreatePayment,
     SearchPayments,
     GetPayment,
+    UpdatePayment,
 }
 
 #[derive(Debug, Clone)]
@@ -80,7 +81,7 @@ impl FakeMercadoPago {
                 }),
             )
             .route("/v1/payments/search", get(search_payments))
-            .route("/v1/payments/{id}", get(get_payment))
+            .route("/v1/payments/{id}", get(get_payment).put(update_payment))
             .with_state(inner.clone());
         Self { loopback: Loopback::start(app).await, inner }
     }
@@ -134,6 +135,40 @@ impl FakeMercadoPago {
     pub fn gateway(&self) -> MercadoPagoGateway {
         self.gateway_with(ACCESS_TOKEN)
     }
+}
+
+/// `PUT /v1/payments/{id}` with `status: cancelled`: only a payment not yet approved can be
+/// cancelled.
+async fn update_payment(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    let hang = match begin(&inner, Route::UpdatePayment, &headers) {
+        Step::Act { hang } => hang,
+        Step::Answer(response) => return response,
+        Step::Hold => return mp_error(500, "unexpected fault", "only creates are held"),
+    };
+    if body["status"] != "cancelled" {
+        return mp_error(400, "Invalid status", "only status cancelled is supported here");
+    }
+    let id: Option<u64> = id.parse().ok();
+    let response = {
+        let mut inner = locked(&inner);
+        match inner.payments.iter_mut().find(|p| id.is_some() && p["id"].as_u64() == id) {
+            None => mp_error(404, "Payment not found", "payment not found"),
+            Some(p) if p["status"] != "pending" && p["status"] != "in_process" => {
+                mp_error(400, "Invalid operation for payment status", "the payment cannot be cancelled")
+            }
+            Some(p) => {
+                p["status"] = json!("cancelled");
+                p["status_detail"] = json!("by_collector");
+                Json(p.clone()).into_response()
+            }
+        }
+    };
+    answer(hang, response).await
 }
 
 fn mp_error(status: u16, message: &str, cause: &str) -> Response {

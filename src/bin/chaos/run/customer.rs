@@ -131,21 +131,25 @@ impl Player<'_> {
         }
         let before = self.ctx.graph.count_to(&self.cast.number, me);
         self.book(rng, me, self.cast.deposit_service, start(slot)?).await?;
-        // Asaas needs the payer's CPF: the deposit sweep asks once; the customer answers (twice,
-        // sometimes), then the hold's Pix comes.
-        let asked = self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, |s| s.text().contains("CPF"));
-        if asked.await.is_none() {
+        // Asaas needs the payer's CPF: the deposit sweep asks once and the customer answers
+        // (twice, sometimes); one whose CPF is known already gets the hold's Pix at once.
+        let pix_sent = |s: &Sent| s.text().contains("pague o sinal");
+        let next =
+            self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, |s| s.text().contains("CPF") || pix_sent(s));
+        let Some(next) = next.await else {
             // The time was taken (the overlap rule), or the run is slow: the invariants judge.
             return Ok(());
+        };
+        if !pix_sent(&next) {
+            for _ in 0..rng.between(1, 2) {
+                self.text(rng, me, CPF).await;
+            }
         }
-        let times = rng.between(1, 2);
-        for _ in 0..times {
-            self.text(rng, me, CPF).await;
-        }
-        let pix = self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, |s| s.text().contains("pague o sinal"));
-        if pix.await.is_none() {
-            // The time was taken (the overlap rule), or the run is slow: the invariants judge.
+        if self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, pix_sent).await.is_none() {
             return Ok(());
+        }
+        if rng.chance(0.3) {
+            return self.cancel_held(rng, me).await;
         }
         let payments = self.cast.asaas.payments();
         let deposit = payments.iter().find(|p| p["description"].as_str().is_some_and(|d| d.starts_with("Sinal")));
@@ -156,6 +160,22 @@ impl Player<'_> {
         self.pay(rng, id).await;
         let paid = |s: &Sent| s.text().contains("Recebemos o sinal");
         self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, paid).await;
+        Ok(())
+    }
+
+    /// Cancels the booking held for its deposit (its Pix sent, unpaid), confirming with one to
+    /// three clicks: the booking is cancelled and its charge withdrawn at the provider.
+    async fn cancel_held(&self, rng: &mut Rng, me: &str) -> anyhow::Result<()> {
+        self.ctx.faults.add(Fault::CancelHeld);
+        let Some(booking) = self.booking_in(me, "held").await? else { return Ok(()) };
+        let before = self.ctx.graph.count_to(&self.cast.number, me);
+        let cancel = format!("#cancel booking={booking} copies={}", rng.between(1, 2));
+        self.text(rng, me, &cancel).await;
+        let offer = self.ctx.graph.wait_for(&self.cast.number, me, before, STEP, |s| !s.buttons().is_empty()).await;
+        if let Some(confirm) = offer.and_then(|o| confirm_button(&o)) {
+            let times = rng.between(1, 3);
+            self.click(rng, me, &confirm, times, false).await;
+        }
         Ok(())
     }
 
@@ -217,9 +237,14 @@ impl Player<'_> {
 
     /// The customer's latest confirmed appointment.
     async fn booking_of(&self, wa_id: &str) -> anyhow::Result<Option<i64>> {
+        self.booking_in(wa_id, "confirmed").await
+    }
+
+    /// The customer's latest booking in `status`.
+    async fn booking_in(&self, wa_id: &str, status: &str) -> anyhow::Result<Option<i64>> {
         let sql = format!(
             "SELECT COALESCE(MAX(a.id), 0) FROM appointments a JOIN contacts c ON c.id = a.contact_id \
-             WHERE a.tenant_id = $1 AND c.wa_id = '{wa_id}' AND a.status = 'confirmed'"
+             WHERE a.tenant_id = $1 AND c.wa_id = '{wa_id}' AND a.status = '{status}'"
         );
         Ok(Some(self.ctx.db.count(&sql, self.cast.tenant).await?).filter(|id| *id > 0))
     }

@@ -35,7 +35,7 @@ use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
 /// How long a console change may hold its ledger row.
-const LEDGER_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const LEDGER_LEASE: Duration = Duration::from_secs(30);
 /// `tool_use_id` of console calls: who made them (shown in the appointment's history).
 pub(crate) const BY_CONSOLE: &str = "console:";
 

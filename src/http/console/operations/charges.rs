@@ -2,20 +2,24 @@
 //! 30 local days as a bar chart (SVG drawn by the template from bars computed here).
 
 use askama::Template;
-use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
 use axum_csrf::CsrfToken;
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use chrono_tz::Tz;
+use serde::Deserialize;
 
 use super::LIST_LIMIT;
 use crate::domain::Cents;
 use crate::http::AppState;
+use crate::http::console::agenda::{BY_CONSOLE, LEDGER_LEASE};
 use crate::http::console::agenda::{day_start, today};
 use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::{ConsoleError, render};
 use crate::http::console::page::{Nav, Section, local_time as at};
-use crate::store::ConsoleOpsStore;
+use crate::ledger::Outcome;
+use crate::money::charges::Withdrawals;
+use crate::store::{ChargeStore, ConsoleOpsStore};
 
 /// Days in the chart, today included.
 const CHART_DAYS: u64 = 30;
@@ -64,6 +68,12 @@ struct ChargesPage {
     nav: Nav,
     charges: Vec<ChargeRow>,
     chart: Chart,
+    notice: Option<&'static str>,
+}
+
+#[derive(Deserialize)]
+pub struct ChargesQuery {
+    ok: Option<String>,
 }
 
 fn status_label(status: &str) -> &'static str {
@@ -121,6 +131,7 @@ pub async fn page(
     admin: Admin,
     token: CsrfToken,
     Path(slug): Path<String>,
+    Query(query): Query<ChargesQuery>,
 ) -> Result<Response, ConsoleError> {
     let tenant = admin.tenant(&state, &slug).await?;
     let nav = Nav::new(&admin, &tenant, csrf_field(&token)?, Section::Charges);
@@ -149,8 +160,44 @@ pub async fn page(
             appointment_href: c.appointment_id.map(|id| nav.href(&format!("appointments/{id}"))),
         })
         .collect();
-    let page = ChargesPage { charges, chart: chart(tz, last, CHART_DAYS, &paid), nav };
+    let notice = match query.ok.as_deref() {
+        Some("cancelled") => Some("Cobrança cancelada: ela não pode mais ser paga."),
+        Some("paid") => Some("Essa cobrança já tinha sido paga: nada foi cancelado, e ela aparece como paga."),
+        Some("not_pending") => Some("Essa cobrança já não estava aguardando pagamento: nada a cancelar."),
+        Some("in_progress") => Some("Essa cobrança está sendo cancelada; confira em instantes."),
+        Some("failed") => Some("O provedor de Pix não cancelou a cobrança agora. Tente de novo em instantes."),
+        _ => None,
+    };
+    let page = ChargesPage { charges, chart: chart(tz, last, CHART_DAYS, &paid), nav, notice };
     Ok((token, render(&page)?).into_response())
+}
+
+/// `POST /admin/{slug}/charges/{id}/cancel`: withdraws a pending charge at its provider (through
+/// the ledger, so a second click sends nothing); one paid meanwhile takes the paid path.
+pub async fn cancel(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path((slug, id)): Path<(String, i64)>,
+) -> Result<Response, ConsoleError> {
+    let tenant = admin.tenant(&state, &slug).await?;
+    let charge = state.store.charge(tenant.id, id).await?.ok_or(ConsoleError::NotFound)?;
+    let result = if charge.status == "pending" {
+        let withdrawals =
+            Withdrawals::new(state.store.clone(), state.replier.clone(), state.gateways.clone(), LEDGER_LEASE);
+        let by = format!("{BY_CONSOLE}{}", admin.email);
+        match withdrawals.withdraw(&tenant, id, &by, Utc::now()).await? {
+            Outcome::Executed(v) | Outcome::AlreadyDone(v) if v["status"] == "paid" => "paid",
+            Outcome::Executed(_) | Outcome::AlreadyDone(_) => "cancelled",
+            Outcome::AlreadyInProgress => "in_progress",
+            other => {
+                tracing::warn!(tenant = %tenant.id, charge = id, outcome = ?other, "a console cancellation failed");
+                "failed"
+            }
+        }
+    } else {
+        "not_pending"
+    };
+    Ok(Redirect::to(&format!("/admin/{}/charges?ok={result}", tenant.slug)).into_response())
 }
 
 #[cfg(test)]

@@ -20,3 +20,11 @@ WHERE length(external_key) = 13
 -- The payer's CPF or CNPJ, which some Pix providers require to charge (personal data: exported
 -- and erased with the contact).
 ALTER TABLE contacts ADD COLUMN payer_document TEXT;
+
+-- A charge that can no longer be paid here (expired, or cancelled with its booking) is withdrawn
+-- at its provider too, once; withdrawn_at records that it was. Charges closed before this was
+-- done count as withdrawn (the provider's own expiry applied to them).
+ALTER TABLE charges ADD COLUMN withdrawn_at TEXT;
+UPDATE charges SET withdrawn_at = updated_at WHERE status IN ('expired', 'cancelled');
+CREATE INDEX charges_to_withdraw ON charges (id)
+    WHERE status IN ('expired', 'cancelled') AND withdrawn_at IS NULL AND gateway <> 'sandbox';
