@@ -137,45 +137,15 @@ pub enum ActionText<'a> {
     DeclineButton,
     AttendYes,
     AttendNo,
-    OfferCancellation {
-        service: &'a str,
-        when: &'a str,
-    },
-    OfferBooking {
-        service: &'a str,
-        professional: &'a str,
-        when: &'a str,
-    },
-    OfferCharge {
-        amount: &'a str,
-        customer: &'a str,
-        description: &'a str,
-    },
-    OfferAttendance {
-        business: &'a str,
-        service: &'a str,
-        when: &'a str,
-    },
-    Cancelled {
-        when: &'a str,
-    },
-    Booked {
-        service: &'a str,
-        professional: &'a str,
-        when: &'a str,
-    },
-    Moved {
-        when: &'a str,
-    },
-    ChargeSent {
-        number: i64,
-        amount: &'a str,
-        customer: &'a str,
-        via: ChargeVia,
-    },
-    AttendanceConfirmed {
-        when: &'a str,
-    },
+    OfferCancellation { service: &'a str, when: &'a str },
+    OfferBooking { service: &'a str, professional: &'a str, when: &'a str },
+    OfferCharge { amount: &'a str, customer: &'a str, description: &'a str },
+    OfferAttendance { business: &'a str, service: &'a str, when: &'a str },
+    Cancelled { when: &'a str },
+    Booked { service: &'a str, professional: &'a str, when: &'a str },
+    Moved { when: &'a str },
+    ChargeSent { number: i64, amount: &'a str, customer: &'a str, via: ChargeVia },
+    AttendanceConfirmed { when: &'a str },
     Declined,
     AlreadyConfirmed,
     AlreadyDeclined,
@@ -183,49 +153,22 @@ pub enum ActionText<'a> {
     Superseded,
     NotAllowed,
     Unknown,
-    Failed {
-        reason: &'a str,
-    },
+    Failed { reason: &'a str },
     NoLongerAvailable,
     CustomerBusy,
     AlreadyStarted,
     NotActive,
-    ProviderRefused {
-        reason: &'a str,
-    },
+    ProviderRefused { reason: &'a str },
     FailedGeneric,
-    ExpiredNotice {
-        what: &'a str,
-    },
-    ChargeToCustomer {
-        business: &'a str,
-        amount: &'a str,
-        description: &'a str,
-    },
-    QrCaption {
-        amount: &'a str,
-    },
-    PaidCustomer {
-        amount: &'a str,
-        description: &'a str,
-    },
-    PaidMerchant {
-        amount: &'a str,
-        customer: &'a str,
-        description: &'a str,
-    },
+    ExpiredNotice { what: &'a str },
+    ChargeToCustomer { business: &'a str, amount: &'a str, description: &'a str },
+    QrCaption { amount: &'a str },
+    PaidCustomer { amount: &'a str, description: &'a str },
+    PaidMerchant { amount: &'a str, customer: &'a str, description: &'a str },
     PixNotConfigured,
-    LatePayment {
-        number: i64,
-        amount: &'a str,
-        customer: &'a str,
-    },
+    LatePayment { number: i64, amount: &'a str, customer: &'a str },
     OutsideWindow,
-    /// The gateway needs the payer's CPF or CNPJ and nobody gave it yet.
     PayerDocumentRequired,
-    InvalidPayerDocument {
-        reason: &'a str,
-    },
 }
 
 /// The pt-BR text of an action, charge or reminder message.

@@ -71,6 +71,25 @@ pub async fn send_json<T: DeserializeOwned>(
     read_json(provider, status, &body, readable)
 }
 
+/// [`send_json`] for a create sent with an idempotency key: a `409` says a request with the same
+/// key is still being processed, which proves the create is known, not that it failed, so the
+/// outcome is unknown (look it up, then send the same key again).
+pub async fn send_keyed_create<T: DeserializeOwned>(
+    provider: &str,
+    request: RequestBuilder,
+    readable: fn(&Value) -> Option<String>,
+) -> Result<T, GatewayError> {
+    let response = request.send().await.map_err(|e| transport(provider, &e))?;
+    let status = response.status();
+    let body = response.bytes().await.map_err(|e| transport(provider, &e))?;
+    if status == StatusCode::CONFLICT {
+        let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let message = readable(&parsed).unwrap_or_else(|| raw_text(&body));
+        return Err(GatewayError::Unknown(format!("{provider} answered HTTP 409 (the key is in flight): {message}")));
+    }
+    read_json(provider, status, &body, readable)
+}
+
 /// A complete answer read as [`send_json`] does: `T` from a `2xx`, else the classified error.
 pub fn read_json<T: DeserializeOwned>(
     provider: &str,
@@ -124,9 +143,7 @@ pub enum StatusClass {
 pub fn status_class(status: StatusCode) -> StatusClass {
     match status.as_u16() {
         401 | 403 => StatusClass::Unauthorized,
-        // A conflict on an idempotent request (Mercado Pago: the same X-Idempotency-Key still
-        // being processed) proves the request is known, not that it failed: look it up.
-        408 | 409 | 429 | 500..=599 => StatusClass::Unknown,
+        408 | 429 | 500..=599 => StatusClass::Unknown,
         300..=399 => StatusClass::Redirect,
         _ => StatusClass::Rejected,
     }
@@ -178,14 +195,13 @@ pub(crate) mod tests {
 
     /// What every gateway answers for these statuses, whatever its client: the tests of each
     /// gateway's classifier run through them (and add their own).
-    pub(crate) const EVERY_GATEWAY: [(u16, &str); 10] = [
+    pub(crate) const EVERY_GATEWAY: [(u16, &str); 9] = [
         (400, "rejected"),
         (404, "rejected"),
         (422, "rejected"),
         (401, "unauthorized"),
         (403, "unauthorized"),
         (408, "unknown"),
-        (409, "unknown"),
         (429, "unknown"),
         (500, "unknown"),
         (503, "unknown"),

@@ -256,11 +256,6 @@ impl PixSettings {
         if let Some((field, _)) = required.iter().find(|(_, v)| v.as_deref().is_none_or(|v| v.trim().is_empty())) {
             return Err(format!("{field}: required for gateway {gateway}"));
         }
-        if gateway == GatewayKind::MercadoPago && provider.payer_email.is_none() {
-            return Err("payer_email: required for gateway mercadopago, which needs the payer's e-mail: an address \
-                        you own (pagamentos@example.com.br) or @domain for <phone digits>@domain per customer"
-                .to_owned());
-        }
         Ok(Self { gateway, key, merchant_name, merchant_city, provider })
     }
 }
@@ -314,7 +309,6 @@ mod tests {
             (RawPix { merchant_city: "".into(), ..raw() }, "merchant_city: "),
             (RawPix { gateway: Some("bacen".into()), ..raw() }, "base_url: required for gateway bacen"),
             (RawPix { gateway: Some("asaas".into()), ..raw() }, "api_key_env: required for gateway asaas"),
-            (mercadopago(None), "payer_email: required for gateway mercadopago"),
             (mercadopago(Some("clientes.loja.com.br")), "payer_email: \"clientes.loja.com.br\" is not name@domain"),
             (RawPix { timeout_seconds: Some(0), ..raw() }, "timeout_seconds: 0 is outside 1–60"),
             (RawPix { timeout_seconds: Some(600), ..raw() }, "timeout_seconds: 600 is outside"),

@@ -140,10 +140,12 @@ impl ErasureStore for Store {
             if let Some(number) = wa_id.as_deref().and_then(|digits| PhoneE164::parse(digits).ok()) {
                 let rows: Vec<(String, Json<ActionPayload>)> = sqlx::query_as(
                     "SELECT id, payload FROM pending_actions
-                     WHERE tenant_id = $1 AND kind = 'charge' AND subject LIKE $2",
+                     WHERE tenant_id = $1 AND kind = 'charge' AND (subject LIKE $2 OR subject LIKE $3)",
                 )
                 .bind(tenant.0)
                 .bind(format!("charge:+{}:%", number.match_key()))
+                // Proposals made before subjects used the match key name the number as typed.
+                .bind(format!("charge:{number}:%"))
                 .fetch_all(&mut *tx)
                 .await?;
                 for (id, Json(payload)) in rows {

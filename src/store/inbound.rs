@@ -140,7 +140,9 @@ impl InboundStore for Store {
             row.ok_or_else(|| StoreError::NotFound(format!("conversation {conversation}")))?;
         let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(e.to_string());
         let wa_id = wa_id.map(|w| PhoneE164::parse(&w).map_err(|e| corrupt(&e))).transpose()?;
-        let payer_document = payer_document.map(|d| PayerDocument::parse(&d).map_err(|e| corrupt(&e))).transpose()?;
+        let payer_document = payer_document
+            .map(|d| PayerDocument::parse(&d).map_err(|e| corrupt(&format!("payer document: {e}"))))
+            .transpose()?;
         Ok(ConversationContact {
             conversation_id: conversation,
             contact_id: ContactId(contact_id),
@@ -178,12 +180,13 @@ impl InboundStore for Store {
 
 /// A stored contact matched by one of an inbound message's identities.
 #[derive(sqlx::FromRow)]
-struct KnownContact {
+pub(super) struct KnownContact {
     external_key: String,
     wa_id: Option<String>,
     user_id: Option<String>,
     username: Option<String>,
     profile_name: Option<String>,
+    pub(super) payer_document: Option<String>,
     conversation: Option<i64>,
 }
 
@@ -362,7 +365,11 @@ impl Store {
 
     /// The stored contact `contact` is, by its key (a Brazilian mobile's with or without the
     /// ninth digit), its `wa_id` or its user id, with its conversation if it has one.
-    async fn find_contact(&self, tenant: TenantId, contact: &ContactIdentity) -> StoreResult<Option<KnownContact>> {
+    pub(super) async fn find_contact(
+        &self,
+        tenant: TenantId,
+        contact: &ContactIdentity,
+    ) -> StoreResult<Option<KnownContact>> {
         let external_key = contact
             .external_key()
             .ok_or_else(|| StoreError::Corrupt("inbound message without wa_id or user_id".into()))?;
@@ -371,7 +378,8 @@ impl Store {
             sqlx::query_as(
                 // One indexed lookup per identity: with `OR` across the three columns SQLite
                 // scanned every contact of the tenant, once per message.
-                "SELECT c.external_key, c.wa_id, c.user_id, c.username, c.profile_name, v.id AS conversation
+                "SELECT c.external_key, c.wa_id, c.user_id, c.username, c.profile_name, c.payer_document,
+                        v.id AS conversation
                  FROM (SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2
                        UNION SELECT id FROM contacts WHERE tenant_id = $1 AND wa_id = $3
                        UNION SELECT id FROM contacts WHERE tenant_id = $1 AND user_id = $4) matched

@@ -3,8 +3,9 @@
 //!
 //! Invariants: a turn is taken here only when its last message is a typed text that is, as a
 //! whole, a valid CPF or CNPJ (an optional leading "CPF"/"CNPJ" aside), the tenant's gateway
-//! needs one, and the contact has a running hold whose deposit has no charge yet; everything
-//! else goes to the wrapped handler, so a number typed for another reason is never taken. The
+//! needs one, the contact has none yet, and it has a running hold whose deposit has no charge
+//! yet (what the question was asked for); everything else goes to the wrapped handler, so a
+//! number typed for another reason is never taken, and a document is never replaced here. The
 //! document is stored on the contact (personal data: exported and erased with it), the deposit
 //! sweep charges the hold at its next round, and the thanks go under the turn's first reply key.
 
@@ -33,6 +34,9 @@ impl PayerDocumentGate {
 
     /// The document this turn brings for a waiting deposit, if it is one this handler takes.
     async fn document_of(&self, turn: &Turn) -> anyhow::Result<Option<PayerDocument>> {
+        if turn.contact.payer_document.is_some() {
+            return Ok(None);
+        }
         let Some(last) = turn.messages.last().filter(|m| m.kind == "text") else { return Ok(None) };
         let Some(document) = last.body.as_deref().and_then(PayerDocument::from_message) else { return Ok(None) };
         let needs = turn.tenant.settings.pix.as_ref().is_some_and(|pix| pix.requires_payer_document());
@@ -51,7 +55,9 @@ impl TurnHandler for PayerDocumentGate {
             return self.inner.handle(turn).await;
         };
         let now = self.store.db_time(Utc::now());
-        self.store.set_payer_document(turn.tenant.id, turn.contact.contact_id, &document, now).await?;
+        if !self.store.set_payer_document(turn.tenant.id, turn.contact.contact_id, &document, now).await? {
+            return Ok(()); // erased meanwhile: nobody to thank
+        }
         tracing::info!(tenant = %turn.tenant.id, contact = turn.contact.contact_id.0, "payer document received for a deposit");
         self.replier.reply(turn, 0, OutboundMessage::text(deposit_text(DepositText::DocumentReceived)?)?);
         Ok(())

@@ -12,12 +12,12 @@ use balcao::money::charges::{Charge, PaidOutcome, mark_paid};
 use balcao::money::deposits::{DepositRequests, expire_due};
 use balcao::store::{BookingStore, ChargeStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
-use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 
 use crate::contract;
 use crate::support::common::{TestDb, sandbox_gateways};
-use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, merchant_file};
+use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, merchant_file, next_weekday_at_14h};
 
 const ANA: &str = "5511999990001";
 const BETO: &str = "5511999990002";
@@ -25,16 +25,6 @@ const BETO: &str = "5511999990002";
 /// The merchant's tenant whose "Corte masculino" (R$ 50,00) asks for a 40% deposit.
 fn deposit_file() -> String {
     merchant_file().replacen("buffer_minutes = 10\n", "buffer_minutes = 10\ndeposit = \"40%\"\n", 1)
-}
-
-/// 14:00 in São Paulo on a weekday at least two days ahead: inside Zé's hours and the horizon.
-fn next_weekday_at_14h() -> String {
-    let tz = chrono_tz::America::Sao_Paulo;
-    let mut day = Utc::now().with_timezone(&tz).date_naive() + TimeDelta::days(2);
-    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
-        day += TimeDelta::days(1);
-    }
-    format!("{}T14:00:00-03:00", day.format("%Y-%m-%d"))
 }
 
 fn replier(db: &TestDb) -> Replier {

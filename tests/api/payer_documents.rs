@@ -11,7 +11,7 @@ use balcao::ledger::Outcome;
 use balcao::money::deposits::DepositRequests;
 use balcao::pix::Gateways;
 use balcao::store::{ChargeStore, InboundStore, PrivacyStore};
-use chrono::{Datelike, TimeDelta, Utc, Weekday};
+use chrono::{TimeDelta, Utc};
 use serde_json::json;
 
 use crate::contract;
@@ -19,7 +19,7 @@ use crate::support::clicks::{CUSTOMER, PAYER_DOCUMENT, button, inbox, post, prop
 use crate::support::common::{TestApp, TestDb, local_test_config};
 use crate::support::fake_asaas::FakeAsaas;
 use crate::support::payloads::text;
-use crate::support::scenario::{LEASE, STAFF, Scenario, asaas_file, asaas_secrets};
+use crate::support::scenario::{LEASE, STAFF, Scenario, asaas_file, asaas_secrets, next_weekday_at_14h};
 
 /// The CPF as Asaas receives it.
 const COMPACT: &str = "52998224725";
@@ -85,16 +85,6 @@ contract!(the_merchants_agent_is_told_the_payers_document_is_missing, |db| async
     }
     assert!(fake.seen().is_empty(), "nothing reaches Asaas before the button");
 });
-
-/// 14:00 in São Paulo on a weekday at least two days ahead.
-fn next_weekday_at_14h() -> String {
-    let tz = chrono_tz::America::Sao_Paulo;
-    let mut day = Utc::now().with_timezone(&tz).date_naive() + TimeDelta::days(2);
-    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
-        day += TimeDelta::days(1);
-    }
-    format!("{}T14:00:00-03:00", day.format("%Y-%m-%d"))
-}
 
 contract!(a_deposit_asks_the_customer_for_the_cpf_before_its_charge, |db| async move {
     let fake = FakeAsaas::start().await;

@@ -1,7 +1,8 @@
 //! Charges withdrawn at their provider (Asaas, against its loopback fake), on both databases: a
 //! deposit whose hold ran out and one whose booking was cancelled are deleted at Asaas once,
 //! however often the sweep runs; one paid meanwhile is not deleted and takes the paid path; the
-//! console cancels a pending charge with one click (a second does nothing).
+//! console cancels a pending charge once, however many tabs click; a charge found after an
+//! unknown outcome once its hold ended is recorded, closed and withdrawn.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use balcao::money::charges::{Charge, Withdrawals};
 use balcao::money::deposits::{DepositRequests, expire_due};
 use balcao::pix::Gateways;
 use balcao::store::{BookingStore, ChargeStore};
-use chrono::{Datelike, TimeDelta, Utc, Weekday};
+use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 
 use crate::contract;
@@ -22,7 +23,7 @@ use crate::support::common::{TestApp, TestDb, local_test_config};
 use crate::support::console::Console;
 use crate::support::fake_asaas::{FakeAsaas, Route};
 use crate::support::payloads::text;
-use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, asaas_file, asaas_secrets};
+use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, asaas_file, asaas_secrets, next_weekday_at_14h};
 
 fn replier(db: &TestDb) -> Replier {
     Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()))
@@ -34,16 +35,6 @@ fn withdrawals(db: &TestDb) -> Withdrawals {
 
 fn deletes(fake: &FakeAsaas) -> usize {
     fake.seen().iter().filter(|s| s.route == Route::DeletePayment).count()
-}
-
-/// 14:00 in São Paulo on a weekday at least two days ahead.
-fn next_weekday_at_14h() -> String {
-    let tz = chrono_tz::America::Sao_Paulo;
-    let mut day = Utc::now().with_timezone(&tz).date_naive() + TimeDelta::days(2);
-    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
-        day += TimeDelta::days(1);
-    }
-    format!("{}T14:00:00-03:00", day.format("%Y-%m-%d"))
 }
 
 /// An Asaas tenant whose "Corte masculino" asks for a 40% deposit, and a customer with a CPF.
@@ -120,12 +111,81 @@ contract!(cancelling_a_held_booking_withdraws_its_deposit_at_asaas, |db| async m
     assert_eq!((deletes(&fake), fake.payments()[0]["deleted"].clone()), (1, json!(true)));
 });
 
+contract!(a_charge_paid_after_it_expired_here_is_not_deleted_and_the_merchant_is_told, |db| async move {
+    let fake = FakeAsaas::start().await;
+    let s = Scenario::from_file(db, &asaas_file(&fake)).await;
+    let app = app_on_asaas(db).await;
+    post(&app, CUSTOMER, text("wamid.l.0", CUSTOMER, "oi")).await;
+    app.drain_turns().await;
+    let confirm = propose_charge(db, &app, &s, "l").await;
+    post(&app, STAFF, button(STAFF, "wamid.l.click", &confirm)).await;
+    app.drain_turns().await;
+    let charge = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 1).await.unwrap().remove(0);
+    // The poller found it overdue at Asaas; the customer paid the overdue payment anyway.
+    assert!(db.store.close_charge(s.tenant.id, charge.id, "expired", Utc::now()).await.unwrap());
+    fake.update(charge.provider_ref.as_deref().unwrap(), json!({ "status": "RECEIVED" }));
+
+    let w = withdrawals(db);
+    assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 1);
+    assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 0, "not asked again");
+    assert_eq!((deletes(&fake), fake.payments()[0]["deleted"].clone()), (1, json!(false)), "refused: it was received");
+    let alerts =
+        inbox(db, s.tenant.id, STAFF).await.iter().filter(|m| m.body().contains("chegou um pagamento")).count();
+    assert_eq!(alerts, 1, "the merchant is told to check and refund");
+});
+
+contract!(a_deposit_found_after_its_hold_ended_is_recorded_and_withdrawn, |db| async move {
+    use crate::support::fake_asaas::Fault;
+    use balcao::ledger::{CallContext, Executor};
+    use balcao::money::deposits::CreateDeposit;
+
+    let fake = FakeAsaas::start().await;
+    let timing = "[pix]\ntimeout_seconds = 1\nlookup_margin_seconds = 0\n";
+    let file = asaas_file(&fake)
+        .replacen("buffer_minutes = 10\n", "buffer_minutes = 10\ndeposit = \"40%\"\n", 1)
+        .replace("[pix]\n", timing);
+    let s = Scenario::from_file(db, &file).await;
+    let ana = s.customer(db, CUSTOMER).await;
+    let cpf = PayerDocument::parse(PAYER_DOCUMENT).unwrap();
+    db.store.set_payer_document(s.tenant.id, ana.contact, &cpf, Utc::now()).await.unwrap();
+    let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": next_weekday_at_14h() });
+    let booked = s.call_at(&ana, "create_booking", input, Utc::now()).await;
+    let Outcome::Executed(booked) = booked else { panic!("booking failed: {booked:?}") };
+
+    let tool = CreateDeposit {
+        store: db.store.clone(),
+        replier: replier(db),
+        gateways: Arc::new(Gateways::new(asaas_secrets())),
+    };
+    let executor = Executor::new(db.store.clone(), LEASE);
+    let input = json!({ "appointment_id": booked["booking_id"] });
+    // Asaas makes the payment; its answer never comes.
+    fake.fail(Route::CreatePayment, Fault::ActThenHang);
+    let first = CallContext::outside_turn(&s.tenant, ana.contact, ana.conversation, Utc::now());
+    let unknown = executor.execute(&tool, &first, &input).await.unwrap();
+    assert!(matches!(unknown, Outcome::Retryable { .. }), "{unknown:?}");
+    // The retry comes after the hold ended: the payment is found, recorded and closed, untold.
+    let late = CallContext::outside_turn(&s.tenant, ana.contact, ana.conversation, Utc::now() + TimeDelta::minutes(31));
+    let found = executor.execute(&tool, &late, &input).await.unwrap();
+    assert!(matches!(found, Outcome::Executed(_)), "{found:?}");
+    let charges = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 10).await.unwrap();
+    assert_eq!((charges.len(), charges[0].status.as_str()), (1, "expired"));
+    assert_eq!(fake.payments().len(), 1, "found, not created again");
+    assert!(!inbox(db, s.tenant.id, CUSTOMER).await.iter().any(|m| m.body().contains("pague o sinal")));
+    assert_eq!(withdrawals(db).withdraw_due(Utc::now()).await.unwrap(), 1);
+    assert_eq!(fake.payments()[0]["deleted"], true);
+});
+
+async fn app_on_asaas(db: &TestDb) -> TestApp {
+    let mut config = local_test_config("http://127.0.0.1:9", &[]);
+    config.pix_secrets = PixSecrets(asaas_secrets());
+    TestApp::spawn(db, config).await
+}
+
 contract!(the_console_cancels_a_pending_charge_at_its_provider_once, |db| async move {
     let fake = FakeAsaas::start().await;
     let s = Scenario::from_file(db, &asaas_file(&fake)).await;
-    let mut config = local_test_config("http://127.0.0.1:9", &[]);
-    config.pix_secrets = PixSecrets(asaas_secrets());
-    let app = TestApp::spawn(db, config).await;
+    let app = app_on_asaas(db).await;
     post(&app, CUSTOMER, text("wamid.w.0", CUSTOMER, "oi")).await;
     app.drain_turns().await;
     let confirm = propose_charge(db, &app, &s, "w").await;
@@ -138,10 +198,15 @@ contract!(the_console_cancels_a_pending_charge_at_its_provider_once, |db| async 
     let page = console.get(&format!("/admin/{}/charges", s.tenant.slug)).await;
     assert!(page.body.contains("Cancelar cobrança"), "{}", page.body);
     let cancel = format!("/admin/{}/charges/{}/cancel", s.tenant.slug, charge.id);
-    let first = console.post(&cancel, &[]).await;
-    assert_eq!(first.location.as_deref(), Some(format!("/admin/{}/charges?ok=cancelled", s.tenant.slug).as_str()));
-    let second = console.post(&cancel, &[]).await;
-    assert_eq!(second.location.as_deref(), Some(format!("/admin/{}/charges?ok=not_pending", s.tenant.slug).as_str()));
+    // Two tabs click at once: the ledger lets one cancellation through.
+    let (first, second) = futures::future::join(console.post(&cancel, &[]), console.post(&cancel, &[])).await;
+    let mut answers = [first.location.unwrap_or_default(), second.location.unwrap_or_default()];
+    answers.sort();
+    let at = |ok: &str| format!("/admin/{}/charges?ok={ok}", s.tenant.slug);
+    assert!(answers.contains(&at("cancelled")), "{answers:?}");
+    assert!(answers.iter().all(|a| [at("cancelled"), at("in_progress"), at("not_pending")].contains(a)), "{answers:?}");
+    let again = console.post(&cancel, &[]).await;
+    assert_eq!(again.location, Some(at("not_pending")));
     assert_eq!((deletes(&fake), status_of(db, &s, charge.id).await.as_str()), (1, "cancelled"));
     assert_eq!(withdrawals(db).withdraw_due(Utc::now()).await.unwrap(), 0, "withdrawn already");
     let shown = console.get(&format!("/admin/{}/charges?ok=cancelled", s.tenant.slug)).await;

@@ -15,7 +15,7 @@ use crate::appointments::local;
 use crate::domain::{Cents, PayerDocument, PhoneE164};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
-use crate::money::charges::{PAYER_DOCUMENT_REQUIRED, choose_via};
+use crate::money::charges::{choose_via, payer_document_required};
 use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store, TenantStore};
 
 /// A charge's description, as Pix and WhatsApp show it.
@@ -130,8 +130,7 @@ impl Tool for ProposeCharge {
         if needs_document && payer_document.is_none() {
             let known = store.conversation_contact(ctx.tenant.id, customer).await.map_err(ToolFailure::storage)?;
             if known.payer_document.is_none() {
-                let message = action_text(ActionText::PayerDocumentRequired).unwrap_or_else(|e| e.to_string());
-                return Err(ToolFailure::refused(message, json!({ "reason": PAYER_DOCUMENT_REQUIRED })));
+                return Err(payer_document_required());
             }
         }
         let amount_text = amount.to_string();

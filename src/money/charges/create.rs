@@ -35,8 +35,9 @@ pub struct ChargeOrder<'a> {
     /// proposal's time, a hold's end), so every attempt sends the provider the same request.
     pub expires_at: chrono::DateTime<chrono::Utc>,
     /// Why no new charge may be created now (a deposit whose hold ended), if so. Checked only
-    /// after the lookup that follows an unknown outcome: a charge that may exist at the
-    /// provider is recorded (so it is polled, and can be cancelled) whatever the rules say now.
+    /// after the lookup that follows an unknown outcome: a charge that exists at the provider
+    /// is recorded whatever the rules say now, then closed without telling anyone, so the
+    /// withdrawal sweep cancels it there.
     pub refusal: Option<ToolFailure>,
 }
 
@@ -117,7 +118,10 @@ pub async fn create_charge(
         }
         _ => None,
     };
-    let via = choose_via(tenant, last, ctx.now);
+    let refused = order.refusal.is_some();
+    // Found, but no longer wanted (the deposit's hold ended): recorded, told to nobody, and
+    // closed, so the withdrawal sweep cancels it at the provider.
+    let via = if refused { None } else { choose_via(tenant, last, ctx.now) };
     let created = match looked_up {
         Some(found) => found,
         None => {
@@ -125,8 +129,7 @@ pub async fn create_charge(
                 return Err(refusal);
             }
             if settings.gateway.requires_payer_document() && request.payer.document.is_none() {
-                let message = action_text(ActionText::PayerDocumentRequired).unwrap_or_else(|e| e.to_string());
-                return Err(ToolFailure::refused(message, json!({ "reason": PAYER_DOCUMENT_REQUIRED })));
+                return Err(payer_document_required());
             }
             if via.is_none() {
                 return Err(not_possible(ActionText::OutsideWindow));
@@ -175,10 +178,21 @@ pub async fn create_charge(
     let render = |charge: &Charge| charge.to_json();
     let now = store.db_time(Utc::now());
     match store.record_charge(&new, attempt.fence, &messages, &render, now).await.map_err(ToolFailure::storage)? {
+        Some(charge) if refused => {
+            tracing::warn!(tenant = %tenant.id, charge = charge.id, "a charge found after an unknown outcome is no longer wanted; closing it");
+            store.close_charge(tenant.id, charge.id, "expired", now).await.map_err(ToolFailure::storage)?;
+            Ok(charge.to_json())
+        }
         Some(charge) => {
             replier.wake();
             Ok(charge.to_json())
         }
         None => Err(ToolFailure::Transient("another attempt took this call over".into())),
     }
+}
+
+/// The refusal of a charge whose gateway needs the payer's CPF or CNPJ when none is known.
+pub fn payer_document_required() -> ToolFailure {
+    let message = action_text(ActionText::PayerDocumentRequired).unwrap_or_else(|e| e.to_string());
+    ToolFailure::refused(message, json!({ "reason": PAYER_DOCUMENT_REQUIRED }))
 }

@@ -24,9 +24,9 @@ mod delivery;
 mod paid;
 pub mod withdraw;
 
-pub use create::{CHARGE_TTL, ChargeOrder, PAYER_DOCUMENT_REQUIRED, create_charge};
+pub use create::{CHARGE_TTL, ChargeOrder, PAYER_DOCUMENT_REQUIRED, create_charge, payer_document_required};
 pub use delivery::{choose_via, inside_window};
-pub use paid::{PaidOutcome, alert_late_payment, mark_paid};
+pub use paid::{PaidOutcome, alert_late_payment, mark_paid, take_payment};
 pub(crate) use paid::{late_payment_key, merchants};
 pub use withdraw::{CANCEL_CHARGE, CancelCharge, Withdrawals, run_withdrawals};
 

@@ -108,6 +108,25 @@ pub async fn mark_paid(
     })
 }
 
+/// A payment the provider reports for charge `id`, whatever its state here: [`mark_paid`], and
+/// when the charge was no longer pending (expired, cancelled) the merchant is told once to
+/// check and refund ([`alert_late_payment`]).
+pub async fn take_payment(
+    store: &Store,
+    replier: &Replier,
+    tenant: &Tenant,
+    id: i64,
+    end_to_end_id: Option<&str>,
+) -> anyhow::Result<PaidOutcome> {
+    let outcome = mark_paid(store, replier, tenant, id, end_to_end_id).await?;
+    if let PaidOutcome::Unchanged(now) = &outcome
+        && now.status != "paid"
+    {
+        alert_late_payment(store, replier, tenant, now).await?;
+    }
+    Ok(outcome)
+}
+
 /// A payment the provider confirmed for a charge that is no longer pending here (expired or
 /// cancelled): recorded by the caller, and the merchant told once to check and refund. The
 /// outbox key is the one a deposit's refund notice takes, so a redelivered payment of a

@@ -6,10 +6,15 @@
 //! - the cancellation runs through the ledger keyed by the charge (`cancel_charge`, a business
 //!   key), so sweeps, retries and two console clicks send it once;
 //! - a provider that says the charge was paid first wins: nothing is cancelled, and the payment
-//!   takes the paid path ([`mark_paid`]), which confirms a deposit whose slot is still free, or
-//!   tells the merchant a payment came for a charge no longer pending;
-//! - a charge the provider will not cancel (and that is not paid) is recorded as withdrawn all
-//!   the same, with an error in the log for the operator: the sweep must not retry it forever.
+//!   takes the paid path ([`take_payment`]), which confirms a deposit whose slot is still free,
+//!   or tells the merchant a payment came for a charge no longer pending;
+//! - only the provider that made the charge is asked (a tenant that changed gateways cannot
+//!   withdraw the old one's charges here); credentials or settings that fail are retried at the
+//!   next sweep, never taken for a withdrawal;
+//! - a charge the provider refuses to cancel (and that is not paid), or one whose provider is
+//!   no longer the tenant's, is recorded as withdrawn all the same, with an error in the log for
+//!   the operator, so the sweep does not retry it forever; from the console the refusal is
+//!   shown, and a later click tries again (a refusal releases the ledger key).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,15 +24,14 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::create::gateway_failure;
-use super::paid::mark_paid;
+use super::paid::take_payment;
 use crate::domain::ContactId;
 use crate::jobs::Replier;
 use crate::ledger::{
     CallContext, Effect, Executor, FieldKind, FieldSpec, KeyPolicy, Outcome, Reach, Tool, ToolCall, ToolFailure,
     ToolSpec,
 };
-use crate::pix::{CancelOutcome, ChargeRef, Gateways, PixSettings};
+use crate::pix::{CancelOutcome, ChargeRef, GatewayError, Gateways, PixSettings};
 use crate::store::{ChargeStore, InboundStore, Store, TenantStore};
 use crate::tenant::Tenant;
 
@@ -50,6 +54,20 @@ pub static CANCEL_CHARGE: ToolSpec = ToolSpec {
         description: "The charge.",
     }],
 };
+
+/// A cancellation that failed: unknown stays unknown (the next attempt sends it again, which
+/// providers take as a no-op), a refusal releases the key, anything about our side (credentials,
+/// settings) is retried.
+fn cancel_failure(e: GatewayError) -> ToolFailure {
+    match e {
+        GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
+        GatewayError::Rejected(reason) => ToolFailure::refused(
+            format!("the Pix provider would not cancel the charge: {reason}"),
+            json!({ "reason": "provider_refused" }),
+        ),
+        other => ToolFailure::Transient(other.to_string()),
+    }
+}
 
 pub struct CancelCharge {
     pub store: Store,
@@ -78,9 +96,17 @@ impl Tool for CancelCharge {
         })?;
         let settings = PixSettings::from_raw(raw)
             .map_err(|e| ToolFailure::permanent(e, json!({ "reason": "pix_not_configured" })))?;
-        let gateway = self.gateways.for_tenant(tenant.id, &settings).map_err(gateway_failure)?;
+        // The tenant's current provider knows only its own charges.
+        if charge.gateway != settings.gateway.as_str() {
+            let message = format!(
+                "charge {id} was made with {}, no longer the tenant's gateway: withdraw it in that provider's panel",
+                charge.gateway
+            );
+            return Err(ToolFailure::permanent(message, json!({ "reason": "gateway_changed" })));
+        }
+        let gateway = self.gateways.for_tenant(tenant.id, &settings).map_err(cancel_failure)?;
         let reference = ChargeRef { txid: charge.txid.clone(), provider_ref: charge.provider_ref.clone() };
-        match gateway.cancel(&reference).await.map_err(gateway_failure)? {
+        match gateway.cancel(&reference).await.map_err(cancel_failure)? {
             CancelOutcome::Cancelled => {
                 let now = self.store.db_time(Utc::now());
                 self.store.mark_withdrawn(tenant.id, id, now).await.map_err(ToolFailure::storage)?;
@@ -88,9 +114,12 @@ impl Tool for CancelCharge {
             }
             CancelOutcome::Paid { end_to_end_id } => {
                 tracing::info!(tenant = %tenant.id, charge = id, "paid before it could be withdrawn");
-                mark_paid(&self.store, &self.replier, tenant, id, end_to_end_id.as_deref())
+                take_payment(&self.store, &self.replier, tenant, id, end_to_end_id.as_deref())
                     .await
                     .map_err(ToolFailure::storage)?;
+                // Paid here now, or closed here and the merchant told: nothing left to withdraw.
+                let now = self.store.db_time(Utc::now());
+                self.store.mark_withdrawn(tenant.id, id, now).await.map_err(ToolFailure::storage)?;
                 Ok(json!({ "charge_id": id, "status": "paid" }))
             }
         }
@@ -130,14 +159,22 @@ impl Withdrawals {
         for (tenant_id, charge) in self.store.charges_to_withdraw(BATCH).await? {
             let Some(tenant) = self.store.tenant(tenant_id).await? else { continue };
             match self.withdraw(&tenant, charge.id, "sweep", now).await? {
-                Outcome::Executed(_) | Outcome::AlreadyDone(_) => done += 1,
+                Outcome::Executed(_) => done += 1,
+                // Settled by an earlier round whose record of it was lost: record it now.
+                Outcome::AlreadyDone(_) => {
+                    self.store.mark_withdrawn(tenant.id, charge.id, now).await?;
+                    done += 1;
+                }
                 Outcome::AlreadyInProgress => {}
                 Outcome::Retryable { error } => {
                     tracing::warn!(tenant = %tenant.id, charge = charge.id, %error, "withdrawing a charge failed for now; retrying at the next sweep");
                 }
-                other => {
-                    tracing::error!(tenant = %tenant.id, charge = charge.id, outcome = ?other, "the provider would not withdraw this charge; withdraw it in the provider's panel");
+                Outcome::Failed { error, .. } => {
+                    tracing::error!(tenant = %tenant.id, charge = charge.id, %error, "the charge could not be withdrawn at its provider; withdraw it in the provider's panel");
                     self.store.mark_withdrawn(tenant.id, charge.id, now).await?;
+                }
+                other => {
+                    tracing::error!(tenant = %tenant.id, charge = charge.id, outcome = ?other, "unexpected outcome withdrawing a charge")
                 }
             }
         }

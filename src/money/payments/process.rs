@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::PaymentEvent;
 use crate::domain::TenantId;
 use crate::jobs::Replier;
-use crate::money::charges::{Charge, PaidOutcome, alert_late_payment, mark_paid};
+use crate::money::charges::{Charge, PaidOutcome, take_payment};
 use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
 use crate::store::{NO_CHARGE_YET, PaymentStore, Store, TenantStore};
 use crate::tenant::Tenant;
@@ -56,14 +56,10 @@ pub(crate) async fn settle(
     let asked = ChargeRef { txid: charge.txid.clone(), provider_ref: charge.provider_ref.clone() };
     let state = gateway.state(&asked).await?;
     let PaymentState::Paid { end_to_end_id } = state else { return Ok(Settled::NotPaid(state)) };
-    Ok(match mark_paid(store, replier, tenant, charge.id, end_to_end_id.as_deref()).await? {
+    Ok(match take_payment(store, replier, tenant, charge.id, end_to_end_id.as_deref()).await? {
         PaidOutcome::Paid(_) => Settled::Paid,
         PaidOutcome::Unchanged(now) if now.status == "paid" => Settled::Paid,
-        PaidOutcome::RefundDue(_) => Settled::Alerted,
-        PaidOutcome::Unchanged(now) => {
-            alert_late_payment(store, replier, tenant, &now).await?;
-            Settled::Alerted
-        }
+        PaidOutcome::RefundDue(_) | PaidOutcome::Unchanged(_) => Settled::Alerted,
         PaidOutcome::NotFound => anyhow::bail!("charge {} vanished", charge.id),
     })
 }

@@ -1,7 +1,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::pix::fold::fold_ascii;
 use crate::pix::key::PixKeyType;
+use crate::pix::txid::Txid;
 
 /// Published valid payloads (the same as tests/fixtures/pix/brcode-valid.txt).
 const V1: &str = "00020126580014br.gov.bcb.pix0136123e4567-e12b-12d1-a456-4266554400005204000053039865802BR5913Fulano de Tal6008BRASILIA62070503***63041D3D";

@@ -2,7 +2,9 @@
 //!
 //! Idempotency: every create carries `X-Idempotency-Key`, a UUID derived from the ledger key
 //! (SHA-256, shaped as a version-4 UUID as Mercado Pago asks), so any retry of one key sends
-//! the same value and Mercado Pago answers with the payment already created. `find` is a real
+//! the same value and Mercado Pago answers with the payment already created (a `409` while the
+//! first request with that key is still being processed is an unknown outcome, looked up and
+//! retried, never a refusal). `find` is a real
 //! lookup, `GET /v1/payments/search?external_reference=<txid>`; the search index may lag a
 //! fresh payment, and then the caller's create after an empty `find` is still safe because of
 //! the key. `external_reference` is the charge's txid (a digest of the ledger key that the
@@ -11,8 +13,10 @@
 //! The payer's e-mail: Mercado Pago requires `payer.email` and documents no placeholder, so it
 //! is the tenant's `[pix] payer_email` setting: either one address (`pagamentos@loja.com.br`),
 //! or `@domain`, which gives each customer `<phone digits>@domain` (the digits in their
-//! canonical form, so a customer is one payer with or without the ninth digit). The settings
-//! are not valid without it. It must differ from the collector account's own e-mail.
+//! canonical form, so a customer is one payer with or without the ninth digit). A gateway is
+//! not built without it (the variable `<api_key_env>_PAYER_EMAIL` read before the setting
+//! existed still works, with a warning). It must differ from the collector account's own
+//! e-mail.
 //!
 //! Expiry: `date_of_expiration` is the request's `expires_at`, kept within the 30 minutes to
 //! 30 days Mercado Pago allows, written in Brasília time.
@@ -48,7 +52,7 @@ use crate::pix::gateway::{
 };
 use crate::pix::http;
 use crate::pix::secrets::{Secrets, required_secret};
-use crate::pix::settings::PixSettings;
+use crate::pix::settings::{PixSettings, ProviderConfig};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.mercadopago.com";
 const PROVIDER: &str = "Mercado Pago";
@@ -58,6 +62,22 @@ const MIN_EXPIRY: TimeDelta = TimeDelta::minutes(31);
 const MAX_EXPIRY: TimeDelta = TimeDelta::minutes(30 * 24 * 60 - 1);
 /// Separates the idempotency key's derivation from any other hash of the ledger key.
 const IDEMPOTENCY_DOMAIN: &[u8] = b"balcao/mercadopago/x-idempotency-key/v1\0";
+
+/// Before `[pix] payer_email` existed the e-mail was read from `<api_key_env>_PAYER_EMAIL`: a
+/// tenant still set up that way keeps working, with a warning to move it to the file.
+fn legacy_payer_email(provider: &ProviderConfig, secrets: &dyn Secrets) -> Result<PayerEmail, GatewayError> {
+    let required = || {
+        GatewayError::NotConfigured(
+            "[pix] payer_email is required for gateway mercadopago: an address you own \
+             (pagamentos@example.com.br), or @domain for <phone digits>@domain per customer"
+                .to_owned(),
+        )
+    };
+    let variable = format!("{}_PAYER_EMAIL", provider.api_key_env.as_deref().ok_or_else(required)?);
+    let raw = secrets.get(&variable).ok_or_else(required)?;
+    tracing::warn!(%variable, "the Mercado Pago payer e-mail comes from a variable; set [pix] payer_email instead");
+    PayerEmail::parse(raw.expose()).map_err(|e| GatewayError::NotConfigured(format!("{variable}: {e}")))
+}
 
 pub struct MercadoPagoGateway {
     http: reqwest::Client,
@@ -74,10 +94,10 @@ impl MercadoPagoGateway {
     pub fn new(settings: &PixSettings, secrets: &dyn Secrets) -> Result<Self, GatewayError> {
         let provider = &settings.provider;
         let token = required_secret(secrets, "api_key_env", provider.api_key_env.as_deref())?;
-        let payer_email = provider
-            .payer_email
-            .clone()
-            .ok_or_else(|| GatewayError::NotConfigured("payer_email: required for gateway mercadopago".to_owned()))?;
+        let payer_email = match provider.payer_email.clone() {
+            Some(setting) => setting,
+            None => legacy_payer_email(provider, secrets)?,
+        };
         let webhook_secret = provider.webhook_secret_env.as_deref().and_then(|name| secrets.get(name));
         let base = http::base_url(provider.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL))?;
         let timeout = provider.timeout.unwrap_or(http::DEFAULT_TIMEOUT);
@@ -142,7 +162,7 @@ impl PixGateway for MercadoPagoGateway {
             .bearer_auth(self.token.expose())
             .header("X-Idempotency-Key", idempotency_key(&req.key))
             .json(&body);
-        let payment: Payment = http::send_json(PROVIDER, request, readable_error).await?;
+        let payment: Payment = http::send_keyed_create(PROVIDER, request, readable_error).await?;
         created(req, payment)
     }
 

@@ -200,11 +200,22 @@ async fn mercadopago_validation_error_is_rejected_with_its_message() {
 }
 
 #[tokio::test]
-async fn mercadopago_wrong_token_is_unauthorized() {
+async fn mercadopago_wrong_token_is_unauthorized_and_the_payer_email_is_required() {
     let fake = FakeMercadoPago::start().await;
     let error =
         fake.gateway_with("APP_USR-wrong").create(&request("charge/v1/tok", 4550, in_a_day())).await.unwrap_err();
     assert!(matches!(&error, GatewayError::Unauthorized(m) if m.contains("invalid access token")), "{error:?}");
+
+    let mut settings = fake.settings();
+    settings.provider.payer_email = None;
+    let token = ("MP_ACCESS_TOKEN".to_owned(), ACCESS_TOKEN.to_owned());
+    let error =
+        MercadoPagoGateway::new(&settings, &MapSecrets(HashMap::from([token.clone()]))).err().expect("no e-mail");
+    assert!(matches!(&error, GatewayError::NotConfigured(m) if m.contains("[pix] payer_email")), "{error:?}");
+    // A tenant set up before the setting existed keeps its variable.
+    let legacy = ("MP_ACCESS_TOKEN_PAYER_EMAIL".to_owned(), "@clientes.barbearia.com.br".to_owned());
+    let gateway = MercadoPagoGateway::new(&settings, &MapSecrets(HashMap::from([token, legacy]))).expect("legacy");
+    gateway.create(&request("charge/v1/legacy", 4550, in_a_day())).await.expect("created");
 }
 
 #[tokio::test]

@@ -20,6 +20,17 @@ pub const LEASE: Duration = Duration::from_secs(120);
 /// The staff number of [`Scenario::with_merchant`] (a `wa_id`).
 pub const STAFF: &str = "5511988887777";
 
+/// 14:00 in São Paulo on a weekday at least two days ahead: inside Zé's hours and the horizon.
+pub fn next_weekday_at_14h() -> String {
+    use chrono::{Datelike, TimeDelta, Weekday};
+    let tz = chrono_tz::America::Sao_Paulo;
+    let mut day = Utc::now().with_timezone(&tz).date_naive() + TimeDelta::days(2);
+    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
+        day += TimeDelta::days(1);
+    }
+    format!("{}T14:00:00-03:00", day.format("%Y-%m-%d"))
+}
+
 /// [`merchant_file`] on Asaas, at `fake`.
 pub fn asaas_file(fake: &crate::support::fake_asaas::FakeAsaas) -> String {
     merchant_file().replace(
