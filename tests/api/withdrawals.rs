@@ -78,6 +78,18 @@ contract!(an_expired_hold_withdraws_its_deposit_at_asaas_once, |db| async move {
     assert_eq!(deletes(&fake), 1);
     assert_eq!(fake.payments()[0]["deleted"], true, "nobody can pay it at Asaas any more");
     assert_eq!(status_of(db, &s, charge.id).await, "expired");
+
+    // A worker that died after marking the charge but before settling its ledger row left the
+    // row running, its lease out: the charge no longer looks due, and the sweep finishes it.
+    let unsettle =
+        "UPDATE agent_tool_executions SET status = 'running', locked_until = $1 WHERE tool = 'cancel_charge'";
+    let past = Utc::now() - TimeDelta::minutes(1);
+    crate::raw_pool!(db, pool => sqlx::query(unsettle).bind(past).execute(&pool).await.unwrap().rows_affected());
+    assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 1);
+    let settled = "SELECT COUNT(*) FROM agent_tool_executions WHERE tool = 'cancel_charge' AND status = 'succeeded'";
+    let settled = crate::raw_pool!(db, pool => sqlx::query_scalar::<_, i64>(settled).fetch_one(&pool).await.unwrap());
+    assert_eq!(settled, 1);
+    assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 0);
 });
 
 contract!(a_deposit_paid_before_its_withdrawal_is_not_deleted_and_confirms_the_slot, |db| async move {

@@ -4,7 +4,9 @@
 //!
 //! Invariants:
 //! - the cancellation runs through the ledger keyed by the charge (`cancel_charge`, a business
-//!   key), so sweeps, retries and two console clicks send it once;
+//!   key), so sweeps, retries and two console clicks send it once; a withdrawal whose worker
+//!   died before settling it is finished by the sweep even when the charge no longer looks due
+//!   (it was marked withdrawn, or paid, just before the crash);
 //! - a provider that says the charge was paid first wins: nothing is cancelled, and the payment
 //!   takes the paid path ([`take_payment`]), which confirms a deposit whose slot is still free,
 //!   or tells the merchant a payment came for a charge no longer pending;
@@ -153,28 +155,36 @@ impl Withdrawals {
         self.executor.execute(&self.tool, &ctx, &json!({ "charge_id": id })).await
     }
 
-    /// Withdraws every charge closed here but not yet at its provider; returns how many.
+    /// Withdraws every charge closed here but not yet at its provider, and finishes every
+    /// withdrawal a dead worker left unsettled; returns how many were done.
     pub async fn withdraw_due(&self, now: DateTime<Utc>) -> anyhow::Result<usize> {
+        let mut due: Vec<(crate::domain::TenantId, i64)> =
+            self.store.charges_to_withdraw(BATCH).await?.into_iter().map(|(t, c)| (t, c.id)).collect();
+        for unfinished in self.store.unfinished_withdrawals(now, BATCH).await? {
+            if !due.contains(&unfinished) {
+                due.push(unfinished);
+            }
+        }
         let mut done = 0;
-        for (tenant_id, charge) in self.store.charges_to_withdraw(BATCH).await? {
+        for (tenant_id, id) in due {
             let Some(tenant) = self.store.tenant(tenant_id).await? else { continue };
-            match self.withdraw(&tenant, charge.id, "sweep", now).await? {
+            match self.withdraw(&tenant, id, "sweep", now).await? {
                 Outcome::Executed(_) => done += 1,
                 // Settled by an earlier round whose record of it was lost: record it now.
                 Outcome::AlreadyDone(_) => {
-                    self.store.mark_withdrawn(tenant.id, charge.id, now).await?;
+                    self.store.mark_withdrawn(tenant.id, id, now).await?;
                     done += 1;
                 }
                 Outcome::AlreadyInProgress => {}
                 Outcome::Retryable { error } => {
-                    tracing::warn!(tenant = %tenant.id, charge = charge.id, %error, "withdrawing a charge failed for now; retrying at the next sweep");
+                    tracing::warn!(tenant = %tenant.id, charge = id, %error, "withdrawing a charge failed for now; retrying at the next sweep");
                 }
                 Outcome::Failed { error, .. } => {
-                    tracing::error!(tenant = %tenant.id, charge = charge.id, %error, "the charge could not be withdrawn at its provider; withdraw it in the provider's panel");
-                    self.store.mark_withdrawn(tenant.id, charge.id, now).await?;
+                    tracing::error!(tenant = %tenant.id, charge = id, %error, "the charge could not be withdrawn at its provider; withdraw it in the provider's panel");
+                    self.store.mark_withdrawn(tenant.id, id, now).await?;
                 }
                 other => {
-                    tracing::error!(tenant = %tenant.id, charge = charge.id, outcome = ?other, "unexpected outcome withdrawing a charge")
+                    tracing::error!(tenant = %tenant.id, charge = id, outcome = ?other, "unexpected outcome withdrawing a charge")
                 }
             }
         }
