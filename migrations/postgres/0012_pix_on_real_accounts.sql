@@ -28,6 +28,6 @@ ALTER TABLE charges ADD COLUMN withdrawn_at TIMESTAMPTZ;
 UPDATE charges SET withdrawn_at = updated_at WHERE status IN ('expired', 'cancelled');
 CREATE INDEX charges_to_withdraw ON charges (id)
     WHERE status IN ('expired', 'cancelled') AND withdrawn_at IS NULL AND gateway <> 'sandbox';
--- The withdrawals a dead worker left unsettled, which the sweep finishes.
-CREATE INDEX agent_tool_executions_unsettled_withdrawals ON agent_tool_executions (id)
-    WHERE tool = 'cancel_charge' AND status IN ('running', 'outcome_unknown');
+-- Calls a dead worker left unsettled, which the withdrawal and deposit sweeps finish.
+CREATE INDEX agent_tool_executions_unsettled ON agent_tool_executions (tool, id)
+    WHERE status IN ('running', 'outcome_unknown');

@@ -92,10 +92,6 @@ pub trait ChargeStore {
     /// Charges that can no longer be paid here (expired, cancelled) but were not withdrawn at
     /// their provider yet, with their tenant, oldest first.
     async fn charges_to_withdraw(&self, limit: i64) -> StoreResult<Vec<(TenantId, Charge)>>;
-    /// Charges whose withdrawal was started and never settled (its worker died mid-call, or the
-    /// outcome is unknown) and whose lease ran out by `now`, with their tenant: the charge
-    /// itself may no longer look due (withdrawn or paid before the ledger row was settled).
-    async fn unfinished_withdrawals(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, i64)>>;
     /// Records charge `id` withdrawn at its provider; a pending one becomes `cancelled`. False
     /// when it was no longer pending, expired or cancelled (paid meanwhile).
     async fn mark_withdrawn(&self, tenant: TenantId, id: i64, now: DateTime<Utc>) -> StoreResult<bool>;
@@ -275,25 +271,6 @@ impl ChargeStore for Store {
             .await
         })?;
         Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.charge)).collect())
-    }
-
-    async fn unfinished_withdrawals(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, i64)>> {
-        let rows: Vec<(i64, sqlx::types::Json<Value>)> = reading!(self, pool => {
-            sqlx::query_as(
-                "SELECT tenant_id, arguments FROM agent_tool_executions
-                 WHERE tool = 'cancel_charge' AND status IN ('running', 'outcome_unknown')
-                   AND (locked_until IS NULL OR locked_until <= $1)
-                 ORDER BY id LIMIT $2",
-            )
-            .bind(now)
-            .bind(limit)
-            .fetch_all(pool)
-            .await
-        })?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(tenant, arguments)| arguments.0["charge_id"].as_i64().map(|id| (TenantId(tenant), id)))
-            .collect())
     }
 
     async fn mark_withdrawn(&self, tenant: TenantId, id: i64, now: DateTime<Utc>) -> StoreResult<bool> {

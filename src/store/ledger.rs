@@ -114,6 +114,15 @@ pub trait LedgerStore {
     ) -> StoreResult<Vec<ExecutionRecord>>;
     /// Deletes settled rows older than `before`; running and unknown rows are kept.
     async fn prune_executions(&self, before: DateTime<Utc>) -> StoreResult<u64>;
+    /// Calls of `tool` left unsettled (a worker died mid-call, or the outcome is unknown) whose
+    /// lease ran out by `now`, with their tenant and arguments, oldest first: what a sweep must
+    /// finish although the thing it is about may no longer look due.
+    async fn abandoned_calls(
+        &self,
+        tool: &str,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<(TenantId, serde_json::Value)>>;
 }
 
 impl LedgerStore for Store {
@@ -298,6 +307,28 @@ impl LedgerStore for Store {
             .await
             .map(|r| r.rows_affected())
         })?)
+    }
+
+    async fn abandoned_calls(
+        &self,
+        tool: &str,
+        now: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<(TenantId, serde_json::Value)>> {
+        let rows: Vec<(i64, Json<serde_json::Value>)> = reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT tenant_id, arguments FROM agent_tool_executions
+                 WHERE tool = $1 AND status IN ('running', 'outcome_unknown')
+                   AND (locked_until IS NULL OR locked_until <= $2)
+                 ORDER BY id LIMIT $3",
+            )
+            .bind(tool)
+            .bind(now)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|(tenant, arguments)| (TenantId(tenant), arguments.0)).collect())
     }
 }
 

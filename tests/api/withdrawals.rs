@@ -148,8 +148,6 @@ contract!(a_charge_paid_after_it_expired_here_is_not_deleted_and_the_merchant_is
 
 contract!(a_deposit_found_after_its_hold_ended_is_recorded_and_withdrawn, |db| async move {
     use crate::support::fake_asaas::Fault;
-    use balcao::ledger::{CallContext, Executor};
-    use balcao::money::deposits::CreateDeposit;
 
     let fake = FakeAsaas::start().await;
     let timing = "[pix]\ntimeout_seconds = 1\nlookup_margin_seconds = 0\n";
@@ -162,24 +160,17 @@ contract!(a_deposit_found_after_its_hold_ended_is_recorded_and_withdrawn, |db| a
     db.store.set_payer_document(s.tenant.id, ana.contact, &cpf, Utc::now()).await.unwrap();
     let input = json!({ "service_id": s.corte, "professional_id": s.ze, "starts_at": next_weekday_at_14h() });
     let booked = s.call_at(&ana, "create_booking", input, Utc::now()).await;
-    let Outcome::Executed(booked) = booked else { panic!("booking failed: {booked:?}") };
+    assert!(matches!(booked, Outcome::Executed(_)), "booking failed: {booked:?}");
 
-    let tool = CreateDeposit {
-        store: db.store.clone(),
-        replier: replier(db),
-        gateways: Arc::new(Gateways::new(asaas_secrets())),
-    };
-    let executor = Executor::new(db.store.clone(), LEASE);
-    let input = json!({ "appointment_id": booked["booking_id"] });
+    let requests = DepositRequests::new(db.store.clone(), replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE);
     // Asaas makes the payment; its answer never comes.
     fake.fail(Route::CreatePayment, Fault::ActThenHang);
-    let first = CallContext::outside_turn(&s.tenant, ana.contact, ana.conversation, Utc::now());
-    let unknown = executor.execute(&tool, &first, &input).await.unwrap();
-    assert!(matches!(unknown, Outcome::Retryable { .. }), "{unknown:?}");
-    // The retry comes after the hold ended: the payment is found, recorded and closed, untold.
-    let late = CallContext::outside_turn(&s.tenant, ana.contact, ana.conversation, Utc::now() + TimeDelta::minutes(31));
-    let found = executor.execute(&tool, &late, &input).await.unwrap();
-    assert!(matches!(found, Outcome::Executed(_)), "{found:?}");
+    assert_eq!(requests.request_due(Utc::now()).await.unwrap(), 0, "the outcome is unknown");
+    // The next sweep comes after the hold lapsed: the hold is no longer due, but the call left
+    // unsettled is finished; the payment is found, recorded and closed, untold.
+    let after_the_hold = Utc::now() + TimeDelta::minutes(31);
+    assert_eq!(requests.request_due(after_the_hold).await.unwrap(), 1);
+    assert_eq!(requests.request_due(after_the_hold).await.unwrap(), 0, "settled now");
     let charges = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 10).await.unwrap();
     assert_eq!((charges.len(), charges[0].status.as_str()), (1, "expired"));
     assert_eq!(fake.payments().len(), 1, "found, not created again");

@@ -34,7 +34,7 @@ use crate::ledger::{
     ToolSpec,
 };
 use crate::pix::{CancelOutcome, ChargeRef, GatewayError, Gateways, PixSettings};
-use crate::store::{ChargeStore, InboundStore, Store, TenantStore};
+use crate::store::{ChargeStore, InboundStore, LedgerStore, Store, TenantStore};
 use crate::tenant::Tenant;
 
 /// Charges looked at per sweep.
@@ -160,9 +160,9 @@ impl Withdrawals {
     pub async fn withdraw_due(&self, now: DateTime<Utc>) -> anyhow::Result<usize> {
         let mut due: Vec<(crate::domain::TenantId, i64)> =
             self.store.charges_to_withdraw(BATCH).await?.into_iter().map(|(t, c)| (t, c.id)).collect();
-        for unfinished in self.store.unfinished_withdrawals(now, BATCH).await? {
-            if !due.contains(&unfinished) {
-                due.push(unfinished);
+        for (tenant, arguments) in self.store.abandoned_calls(CANCEL_CHARGE.name, now, BATCH).await? {
+            if let Some(id) = arguments["charge_id"].as_i64().filter(|id| !due.contains(&(tenant, *id))) {
+                due.push((tenant, id));
             }
         }
         let mut done = 0;

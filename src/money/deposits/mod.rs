@@ -11,7 +11,9 @@
 //! - one charge per appointment: it is created by the ledger tool `create_deposit`, keyed by
 //!   the customer and the appointment id, and `charges` has a unique deposit index per
 //!   appointment. Booking never waits on a Pix provider: [`DepositRequests::request_due`]
-//!   sends the charge for every held appointment without one, every few seconds;
+//!   sends the charge for every held appointment without one, every few seconds, and finishes
+//!   every `create_deposit` left unsettled, even once its hold has lapsed (a payment the
+//!   provider made is then recorded closed and withdrawn);
 //! - a payment is one transaction: the charge is paid and its appointment confirmed (held, or
 //!   expired while its slot stayed free, and not started) with both notices; when the database
 //!   refuses the confirmation (the overlap rule: the slot was taken meanwhile) or the booking

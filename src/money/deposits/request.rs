@@ -20,7 +20,7 @@ use crate::ledger::{
 use crate::messages::{DepositText, deposit_text};
 use crate::money::charges::{ChargeOrder, PAYER_DOCUMENT_REQUIRED, create_charge};
 use crate::pix::Gateways;
-use crate::store::{BookingStore, DepositStore, InboundStore, OutboxStore, Store, TenantStore};
+use crate::store::{BookingStore, DepositStore, InboundStore, LedgerStore, OutboxStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -134,7 +134,18 @@ impl DepositRequests {
     /// Runs `create_deposit` for every held appointment without a charge at `now`, as its
     /// customer in their conversation; returns how many charges were sent.
     pub async fn request_due(&self, now: DateTime<Utc>) -> anyhow::Result<usize> {
-        let due = self.store.holds_awaiting_charge(now, BATCH).await?;
+        let mut due = self.store.holds_awaiting_charge(now, BATCH).await?;
+        // A create a dead worker (or an unknown outcome) left unsettled is finished even when
+        // its hold has lapsed since: the lookup comes first, so a payment made is recorded.
+        for (tenant, arguments) in self.store.abandoned_calls(CREATE_DEPOSIT.name, now, BATCH).await? {
+            let Some(id) = arguments["appointment_id"].as_i64() else { continue };
+            if due.iter().any(|(t, a)| *t == tenant && a.id == id) {
+                continue;
+            }
+            if let Some(appointment) = self.store.appointment(tenant, id).await? {
+                due.push((tenant, appointment));
+            }
+        }
         let mut tenants: HashMap<TenantId, Option<Tenant>> = HashMap::new();
         let mut sent = 0;
         for (tenant_id, appointment) in &due {
