@@ -12,7 +12,7 @@ use crate::contract;
 use crate::support::clicks::{CUSTOMER, button, inbox, last_buttons, post, propose_charge};
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config};
 use crate::support::payloads::{bytes, envelope, text};
-use crate::support::scenario::{STAFF, Scenario, merchant_file};
+use crate::support::scenario::{STAFF, Scenario, merchant_file, next_weekday_at_14h};
 
 fn quick_reply(from: &str, wamid: &str, payload: &str) -> Value {
     json!({ "from": from, "id": wamid, "timestamp": "1", "type": "button",
@@ -233,17 +233,6 @@ async fn staff_or_customer(db: &TestDb, s: &Scenario, wa_id: &str) -> balcao::do
     let rows = db.store.outbound_for_wa_id(s.tenant.id, wa_id, 0).await.unwrap();
     let conversation = balcao::domain::ConversationId(rows[0].conversation_id);
     db.store.conversation_contact(s.tenant.id, conversation).await.unwrap().contact_id
-}
-
-/// 14:00 in São Paulo on a weekday at least two days ahead: inside Zé's hours and the horizon.
-fn next_weekday_at_14h() -> String {
-    use chrono::{Datelike, TimeDelta, Weekday};
-    let tz = chrono_tz::America::Sao_Paulo;
-    let mut day = chrono::Utc::now().with_timezone(&tz).date_naive() + TimeDelta::days(2);
-    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
-        day += TimeDelta::days(1);
-    }
-    format!("{}T14:00:00-03:00", day.format("%Y-%m-%d"))
 }
 
 contract!(outside_the_window_a_charge_goes_as_the_template_or_not_at_all, |db| async move {

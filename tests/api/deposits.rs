@@ -3,10 +3,7 @@
 //! tells the customer once; a deposit paid after that confirms the slot if it is still free,
 //! and otherwise alerts the merchant to refund, never overlapping two bookings.
 
-use std::sync::Arc;
-
 use balcao::domain::{Cents, TenantId};
-use balcao::jobs::Replier;
 use balcao::ledger::Outcome;
 use balcao::money::charges::{Charge, PaidOutcome, mark_paid};
 use balcao::money::deposits::{DepositRequests, expire_due};
@@ -17,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::contract;
 use crate::support::common::{TestDb, sandbox_gateways};
-use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, merchant_file, next_weekday_at_14h};
+use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, local_replier, merchant_file, next_weekday_at_14h};
 
 const ANA: &str = "5511999990001";
 const BETO: &str = "5511999990002";
@@ -25,10 +22,6 @@ const BETO: &str = "5511999990002";
 /// The merchant's tenant whose "Corte masculino" (R$ 50,00) asks for a 40% deposit.
 fn deposit_file() -> String {
     merchant_file().replacen("buffer_minutes = 10\n", "buffer_minutes = 10\ndeposit = \"40%\"\n", 1)
-}
-
-fn replier(db: &TestDb) -> Replier {
-    Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()))
 }
 
 async fn book(s: &Scenario, c: &Customer, start: &str) -> Outcome {
@@ -42,7 +35,7 @@ async fn book_held(db: &TestDb, s: &Scenario, c: &Customer, start: &str) -> (Val
         Outcome::Executed(v) => v,
         other => panic!("booking failed: {other:?}"),
     };
-    let requests = DepositRequests::new(db.store.clone(), replier(db), sandbox_gateways(), LEASE);
+    let requests = DepositRequests::new(db.store.clone(), local_replier(db), sandbox_gateways(), LEASE);
     assert_eq!(requests.request_due(Utc::now()).await.unwrap(), 1);
     assert_eq!(requests.request_due(Utc::now()).await.unwrap(), 0, "one charge per hold");
     let id = booked["booking_id"].as_i64().unwrap();
@@ -98,9 +91,9 @@ contract!(a_deposit_paid_in_time_confirms_the_booking, |db| async move {
     assert!(messages.iter().any(|m| m.body().contains("pague o sinal de R$ 20,00")), "{messages:?}");
 
     // Paid (twice: a redelivery): confirmed once, each party told once.
-    let paid = mark_paid(&db.store, &replier(db), &s.tenant, charge.id, None).await.unwrap();
+    let paid = mark_paid(&db.store, &local_replier(db), &s.tenant, charge.id, None).await.unwrap();
     assert!(matches!(paid, PaidOutcome::Paid(_)), "{paid:?}");
-    let again = mark_paid(&db.store, &replier(db), &s.tenant, charge.id, None).await.unwrap();
+    let again = mark_paid(&db.store, &local_replier(db), &s.tenant, charge.id, None).await.unwrap();
     assert!(matches!(again, PaidOutcome::Unchanged(_)), "{again:?}");
     let confirmed = db.store.appointment(s.tenant.id, held.id).await.unwrap().unwrap();
     assert_eq!((confirmed.status.as_str(), confirmed.hold_expires_at), ("confirmed", None));
@@ -108,7 +101,7 @@ contract!(a_deposit_paid_in_time_confirms_the_booking, |db| async move {
     assert_eq!(told(db, s.tenant.id, STAFF, "Sinal pago: R$ 20,00").await, 1);
 
     // A confirmed booking does not run out.
-    assert_eq!(expire_due(&db.store, &replier(db), after_the_hold()).await.unwrap(), 0);
+    assert_eq!(expire_due(&db.store, &local_replier(db), after_the_hold()).await.unwrap(), 0);
     assert_eq!(status(db, &s, &booked).await, "confirmed");
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
 });
@@ -120,9 +113,9 @@ contract!(a_hold_that_runs_out_frees_the_slot_and_tells_the_customer_once, |db| 
     let start = next_weekday_at_14h();
     let (booked, charge) = book_held(db, &s, &ana, &start).await;
 
-    assert_eq!(expire_due(&db.store, &replier(db), Utc::now()).await.unwrap(), 0, "not yet");
-    assert_eq!(expire_due(&db.store, &replier(db), after_the_hold()).await.unwrap(), 1);
-    assert_eq!(expire_due(&db.store, &replier(db), after_the_hold()).await.unwrap(), 0, "once");
+    assert_eq!(expire_due(&db.store, &local_replier(db), Utc::now()).await.unwrap(), 0, "not yet");
+    assert_eq!(expire_due(&db.store, &local_replier(db), after_the_hold()).await.unwrap(), 1);
+    assert_eq!(expire_due(&db.store, &local_replier(db), after_the_hold()).await.unwrap(), 0, "once");
     assert_eq!(status(db, &s, &booked).await, "expired");
     assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "expired");
     assert_eq!(told(db, s.tenant.id, ANA, "o horário foi liberado").await, 1);
@@ -146,9 +139,9 @@ contract!(a_deposit_paid_after_the_hold_confirms_a_slot_still_free, |db| async m
     let s = Scenario::from_file(db, &deposit_file()).await;
     let ana = s.customer(db, ANA).await;
     let (booked, charge) = book_held(db, &s, &ana, &next_weekday_at_14h()).await;
-    assert_eq!(expire_due(&db.store, &replier(db), after_the_hold()).await.unwrap(), 1);
+    assert_eq!(expire_due(&db.store, &local_replier(db), after_the_hold()).await.unwrap(), 1);
 
-    let paid = mark_paid(&db.store, &replier(db), &s.tenant, charge.id, None).await.unwrap();
+    let paid = mark_paid(&db.store, &local_replier(db), &s.tenant, charge.id, None).await.unwrap();
     assert!(matches!(paid, PaidOutcome::Paid(_)), "{paid:?}");
     assert_eq!(status(db, &s, &booked).await, "confirmed");
     assert_eq!(told(db, s.tenant.id, ANA, "está confirmado").await, 1);
@@ -161,13 +154,13 @@ contract!(a_deposit_paid_after_the_slot_was_taken_alerts_the_merchant, |db| asyn
     let beto = s.customer(db, BETO).await;
     let start = next_weekday_at_14h();
     let (booked, charge) = book_held(db, &s, &ana, &start).await;
-    assert_eq!(expire_due(&db.store, &replier(db), after_the_hold()).await.unwrap(), 1);
+    assert_eq!(expire_due(&db.store, &local_replier(db), after_the_hold()).await.unwrap(), 1);
     let (taken, _) = book_held(db, &s, &beto, &start).await;
 
     // Ana's Pix arrives late, twice (a redelivered notification).
-    let late = mark_paid(&db.store, &replier(db), &s.tenant, charge.id, None).await.unwrap();
+    let late = mark_paid(&db.store, &local_replier(db), &s.tenant, charge.id, None).await.unwrap();
     assert!(matches!(&late, PaidOutcome::RefundDue(c) if c.status == "refund_due"), "{late:?}");
-    let again = mark_paid(&db.store, &replier(db), &s.tenant, charge.id, None).await.unwrap();
+    let again = mark_paid(&db.store, &local_replier(db), &s.tenant, charge.id, None).await.unwrap();
     assert!(matches!(again, PaidOutcome::Unchanged(_)), "{again:?}");
 
     assert_eq!(status(db, &s, &booked).await, "expired");
@@ -190,5 +183,5 @@ contract!(cancelling_a_held_booking_cancels_its_deposit_charge, |db| async move 
     assert_eq!(answer["status"], "executed", "{answer}");
     assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "cancelled");
     // Nothing is left to run out.
-    assert_eq!(expire_due(&db.store, &replier(db), after_the_hold()).await.unwrap(), 0);
+    assert_eq!(expire_due(&db.store, &local_replier(db), after_the_hold()).await.unwrap(), 0);
 });

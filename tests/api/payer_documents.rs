@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use balcao::config::PixSecrets;
 use balcao::domain::{Cents, PayerDocument, TenantId};
-use balcao::jobs::Replier;
 use balcao::ledger::Outcome;
 use balcao::money::deposits::DepositRequests;
 use balcao::pix::Gateways;
@@ -16,19 +14,15 @@ use serde_json::json;
 
 use crate::contract;
 use crate::support::clicks::{CUSTOMER, PAYER_DOCUMENT, button, inbox, post, propose_charge};
-use crate::support::common::{TestApp, TestDb, local_test_config};
+use crate::support::common::TestDb;
 use crate::support::fake_asaas::FakeAsaas;
 use crate::support::payloads::text;
-use crate::support::scenario::{LEASE, STAFF, Scenario, asaas_file, asaas_secrets, next_weekday_at_14h};
+use crate::support::scenario::{
+    LEASE, STAFF, Scenario, app_on_asaas, asaas_file, asaas_secrets, local_replier, next_weekday_at_14h,
+};
 
 /// The CPF as Asaas receives it.
 const COMPACT: &str = "52998224725";
-
-async fn app_on_asaas(db: &TestDb) -> TestApp {
-    let mut config = local_test_config("http://127.0.0.1:9", &[]);
-    config.pix_secrets = PixSecrets(asaas_secrets());
-    TestApp::spawn(db, config).await
-}
 
 async fn asked(db: &TestDb, tenant: TenantId, wa_id: &str, needle: &str) -> usize {
     inbox(db, tenant, wa_id).await.iter().filter(|m| m.body().contains(needle)).count()
@@ -96,7 +90,7 @@ contract!(a_deposit_asks_the_customer_for_the_cpf_before_its_charge, |db| async 
     let booked = s.call_at(&ana, "create_booking", input, Utc::now()).await;
     assert!(matches!(&booked, Outcome::Executed(v) if v["status"] == "held"), "{booked:?}");
 
-    let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+    let replier = local_replier(db);
     let requests = DepositRequests::new(db.store.clone(), replier, Arc::new(Gateways::new(asaas_secrets())), LEASE);
     // No document: nothing goes to Asaas, and the customer is asked once however often it sweeps.
     for _ in 0..2 {

@@ -17,7 +17,9 @@ use crate::support::clicks::{CUSTOMER, button, inbox, post, propose_charge};
 use crate::support::common::{TestApp, local_test_config};
 use crate::support::fake_asaas::{FakeAsaas, WEBHOOK_TOKEN};
 use crate::support::payloads::text;
-use crate::support::scenario::{STAFF, Scenario, asaas_file, asaas_secrets as secrets, merchant_file};
+use crate::support::scenario::{
+    STAFF, Scenario, app_on_asaas, asaas_file, asaas_secrets as secrets, local_replier, merchant_file,
+};
 
 async fn notify(app: &TestApp, token: &str, event: &str, payment: &str) -> reqwest::StatusCode {
     app.http
@@ -223,9 +225,7 @@ impl ConfirmedCharge {
 
         let fake = FakeAsaas::start().await;
         let s = Scenario::from_file(db, &asaas_file(&fake).replace("[pix]\n", &format!("[pix]\n{pix_timing}"))).await;
-        let mut config = local_test_config("http://127.0.0.1:9", &[]);
-        config.pix_secrets = PixSecrets(secrets());
-        let app = TestApp::spawn(db, config).await;
+        let app = app_on_asaas(db).await;
         post(&app, CUSTOMER, text("wamid.t.0", CUSTOMER, "oi")).await;
         app.drain_turns().await;
         let click = ClickId::parse(&propose_charge(db, &app, &s, "t").await).expect("a click id");
@@ -241,7 +241,7 @@ impl ConfirmedCharge {
             message: "wamid.t.click",
         };
         assert!(db.store.decide_action(click.action, Decision::Confirm, &decider, chrono::Utc::now()).await.unwrap());
-        let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+        let replier = local_replier(db);
         let tool = ExecuteAction { store: db.store.clone(), replier, gateways: Arc::new(Gateways::new(secrets())) };
         let input = json!({ "action_id": click.action.to_string() });
         Self { fake, s, _app: app, action, merchant, tool, input }

@@ -21,7 +21,7 @@ use crate::support::clicks::{button, inbox, post, propose_charge};
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config, sandbox_gateways};
 use crate::support::console::Console;
 use crate::support::payloads::{bytes, envelope, text};
-use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, catalog_file, merchant_file};
+use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, catalog_file, local_replier, merchant_file};
 
 const CUSTOMER: &str = "5511999990001";
 const OTHER: &str = "5511999990002";
@@ -33,10 +33,6 @@ async fn column(db: &TestDb, sql: &'static str, id: i64) -> Vec<Option<String>> 
 
 async fn opted_out(db: &TestDb, tenant: TenantId, contact: ContactId) -> Option<chrono::DateTime<Utc>> {
     db.store.contact_record(tenant, contact).await.unwrap().unwrap().opted_out_at
-}
-
-fn replier(db: &TestDb) -> Replier {
-    Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()))
 }
 
 /// Writes `body` as `from` through the signed webhook and runs the turn.
@@ -163,12 +159,12 @@ contract!(reminders_skip_an_opted_out_customer_until_they_come_back, |db| async 
     book(&s, &c, &start).await;
     say(&app, CUSTOMER, "wamid.r.1", "sair").await;
     let due = chrono::DateTime::parse_from_rfc3339(&start).unwrap().with_timezone(&Utc) - TimeDelta::hours(23);
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 0);
+    assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), due).await.unwrap(), 0);
     assert_eq!(reminders(db, s.tenant.id).await, 0, "an opted-out customer gets no reminder");
     // Back before it is due: the reminder comes after all.
     say(&app, CUSTOMER, "wamid.r.2", "voltar").await;
     assert_eq!(opted_out(db, s.tenant.id, c.contact).await, None, "{:?}", inbox(db, s.tenant.id, CUSTOMER).await);
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 1);
+    assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), due).await.unwrap(), 1);
     assert_eq!(reminders(db, s.tenant.id).await, 1);
 });
 
@@ -188,13 +184,13 @@ contract!(expiry_notices_skip_an_opted_out_customer, |db| async move {
     say(&app, OTHER, "wamid.e.2", "oi").await;
     book(&s, &ana, &slot(14)).await;
     book(&s, &beto, &slot(15)).await;
-    let requests = DepositRequests::new(db.store.clone(), replier(db), sandbox_gateways(), LEASE);
+    let requests = DepositRequests::new(db.store.clone(), local_replier(db), sandbox_gateways(), LEASE);
     assert_eq!(requests.request_due(Utc::now()).await.unwrap(), 2);
     say(&app, CUSTOMER, "wamid.e.3", "sair").await;
 
     // Both holds run out; only the customer who did not opt out is told.
     let after = Utc::now() + TimeDelta::minutes(31);
-    assert_eq!(balcao::money::deposits::expire_due(&db.store, &replier(db), after).await.unwrap(), 2);
+    assert_eq!(balcao::money::deposits::expire_due(&db.store, &local_replier(db), after).await.unwrap(), 2);
     let told = |messages: Vec<OutboundMessage>| messages.iter().filter(|m| m.body().contains("foi liberado")).count();
     assert_eq!(told(inbox(db, s.tenant.id, CUSTOMER).await), 0);
     assert_eq!(told(inbox(db, s.tenant.id, OTHER).await), 1);
@@ -203,7 +199,7 @@ contract!(expiry_notices_skip_an_opted_out_customer, |db| async move {
     let id = book(&s, &ana, &slot(16)).await;
     let proposal = s.call(&ana, "cancel_booking", json!({ "booking_id": id })).await;
     assert!(matches!(proposal, balcao::ledger::Outcome::Executed(_)), "{proposal:?}");
-    assert_eq!(balcao::actions::expire_due(&db.store, &replier(db)).await.unwrap(), 1);
+    assert_eq!(balcao::actions::expire_due(&db.store, &local_replier(db)).await.unwrap(), 1);
     let expired = inbox(db, s.tenant.id, CUSTOMER).await.iter().filter(|m| m.body().contains("expirou")).count();
     assert_eq!(expired, 0);
 });

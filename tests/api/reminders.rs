@@ -3,9 +3,6 @@
 //! cancelar" offers the cancellation (its own buttons). Also: an expired proposal is announced
 //! once. Both databases.
 
-use std::sync::Arc;
-
-use balcao::jobs::Replier;
 use balcao::store::{BookingStore, OutboxStore};
 use balcao::whatsapp::OutboundMessage;
 use chrono::{DateTime, Datelike, TimeDelta, Utc, Weekday};
@@ -14,7 +11,7 @@ use serde_json::{Value, json};
 use crate::contract;
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config};
 use crate::support::payloads::{bytes, envelope};
-use crate::support::scenario::{Scenario, catalog_file, now};
+use crate::support::scenario::{Scenario, catalog_file, local_replier, now};
 
 const CUSTOMER: &str = "5511999990001";
 
@@ -33,10 +30,6 @@ fn two_slots() -> (String, String) {
         day = day.succ_opt().unwrap();
     }
     (format!("{day}T14:00:00-03:00"), format!("{day}T15:00:00-03:00"))
-}
-
-fn replier(db: &TestDb) -> Replier {
-    Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()))
 }
 
 fn quick_reply(wamid: &str, payload: &str) -> Value {
@@ -65,9 +58,12 @@ contract!(a_reminder_goes_once_and_its_buttons_confirm_or_offer_the_cancel, |db|
     let due = DateTime::parse_from_rfc3339(&first).unwrap().with_timezone(&Utc) - TimeDelta::hours(23);
 
     // Not yet due a day and a half before; then sent once, however often the sweep runs.
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due - TimeDelta::hours(12)).await.unwrap(), 0);
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 2);
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 0);
+    assert_eq!(
+        balcao::reminders::send_due(&db.store, &local_replier(db), due - TimeDelta::hours(12)).await.unwrap(),
+        0
+    );
+    assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), due).await.unwrap(), 2);
+    assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), due).await.unwrap(), 0);
 
     // The customer last wrote days before: the reminders are the tenant's template.
     let templates: Vec<(Vec<String>, Vec<String>)> = outbox(db, &s)
@@ -106,7 +102,7 @@ contract!(a_reminder_goes_once_and_its_buttons_confirm_or_offer_the_cancel, |db|
     let moved =
         s.call_at(&c, "reschedule_booking", json!({ "booking_id": ids[0], "starts_at": later }), Utc::now()).await;
     assert!(matches!(moved, balcao::ledger::Outcome::Executed(_)), "{moved:?}");
-    let sent = balcao::reminders::send_due(&db.store, &replier(db), due + TimeDelta::hours(2)).await.unwrap();
+    let sent = balcao::reminders::send_due(&db.store, &local_replier(db), due + TimeDelta::hours(2)).await.unwrap();
     assert_eq!(sent, 1);
 });
 
@@ -124,16 +120,19 @@ contract!(a_booking_made_inside_its_reminder_window_gets_none, |db| async move {
     let start = DateTime::parse_from_rfc3339(&first).unwrap().with_timezone(&Utc);
 
     for at in [Utc::now(), start - TimeDelta::hours(23), start - TimeDelta::minutes(1)] {
-        assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), at).await.unwrap(), 0, "at {at}");
+        assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), at).await.unwrap(), 0, "at {at}");
     }
     // The tenant file again: with reminders off, none; reminding a day before, one when that
     // day comes, not earlier.
     let due = start - TimeDelta::hours(24);
     Scenario::from_file(db, &file(0)).await;
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 0);
+    assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), due).await.unwrap(), 0);
     let s = Scenario::from_file(db, &file(24)).await;
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due - TimeDelta::minutes(1)).await.unwrap(), 0);
-    assert_eq!(balcao::reminders::send_due(&db.store, &replier(db), due).await.unwrap(), 1);
+    assert_eq!(
+        balcao::reminders::send_due(&db.store, &local_replier(db), due - TimeDelta::minutes(1)).await.unwrap(),
+        0
+    );
+    assert_eq!(balcao::reminders::send_due(&db.store, &local_replier(db), due).await.unwrap(), 1);
     assert_eq!(outbox(db, &s).await.len(), 1);
 });
 
@@ -155,7 +154,7 @@ contract!(a_failing_reminder_holds_back_none_after_it, |db| async move {
         .bind(broken.tenant.id.0).execute(&pool).await.unwrap().rows_affected());
 
     let due = DateTime::parse_from_rfc3339(&second).unwrap().with_timezone(&Utc) - TimeDelta::hours(23);
-    let swept = balcao::reminders::send_due(&db.store, &replier(db), due).await;
+    let swept = balcao::reminders::send_due(&db.store, &local_replier(db), due).await;
     assert!(swept.is_err(), "the broken tenant's failure is reported: {swept:?}");
     assert_eq!(outbox(db, &s).await.len(), 1, "the other tenant's customer is reminded");
     assert!(outbox(db, &broken).await.is_empty());
@@ -173,8 +172,8 @@ contract!(an_expired_proposal_is_announced_once, |db| async move {
     let proposal = s.call(&c, "cancel_booking", json!({ "booking_id": booked["booking_id"] })).await;
     assert!(matches!(proposal, balcao::ledger::Outcome::Executed(_)), "{proposal:?}");
     assert!(now() < Utc::now());
-    assert_eq!(balcao::actions::expire_due(&db.store, &replier(db)).await.unwrap(), 1);
-    assert_eq!(balcao::actions::expire_due(&db.store, &replier(db)).await.unwrap(), 0);
+    assert_eq!(balcao::actions::expire_due(&db.store, &local_replier(db)).await.unwrap(), 1);
+    assert_eq!(balcao::actions::expire_due(&db.store, &local_replier(db)).await.unwrap(), 0);
     let notices = outbox(db, &s).await.into_iter().filter(|m| m.body().contains("expirou")).count();
     assert_eq!(notices, 1);
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);

@@ -6,9 +6,7 @@
 
 use std::sync::Arc;
 
-use balcao::config::PixSecrets;
 use balcao::domain::{Cents, PayerDocument};
-use balcao::jobs::Replier;
 use balcao::ledger::Outcome;
 use balcao::money::charges::{Charge, Withdrawals};
 use balcao::money::deposits::{DepositRequests, expire_due};
@@ -19,18 +17,16 @@ use serde_json::{Value, json};
 
 use crate::contract;
 use crate::support::clicks::{CUSTOMER, PAYER_DOCUMENT, button, inbox, post, propose_charge};
-use crate::support::common::{TestApp, TestDb, local_test_config};
+use crate::support::common::TestDb;
 use crate::support::console::Console;
 use crate::support::fake_asaas::{FakeAsaas, Route};
 use crate::support::payloads::text;
-use crate::support::scenario::{Customer, LEASE, STAFF, Scenario, asaas_file, asaas_secrets, next_weekday_at_14h};
-
-fn replier(db: &TestDb) -> Replier {
-    Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()))
-}
+use crate::support::scenario::{
+    Customer, LEASE, STAFF, Scenario, app_on_asaas, asaas_file, asaas_secrets, local_replier, next_weekday_at_14h,
+};
 
 fn withdrawals(db: &TestDb) -> Withdrawals {
-    Withdrawals::new(db.store.clone(), replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE)
+    Withdrawals::new(db.store.clone(), local_replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE)
 }
 
 fn deletes(fake: &FakeAsaas) -> usize {
@@ -54,7 +50,8 @@ async fn book_held(db: &TestDb, s: &Scenario, ana: &Customer) -> (Value, Charge)
         Outcome::Executed(v) => v,
         other => panic!("booking failed: {other:?}"),
     };
-    let requests = DepositRequests::new(db.store.clone(), replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE);
+    let requests =
+        DepositRequests::new(db.store.clone(), local_replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE);
     assert_eq!(requests.request_due(Utc::now()).await.unwrap(), 1);
     let charges = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 10).await.unwrap();
     (booked, charges.into_iter().next().expect("the deposit charge"))
@@ -71,7 +68,7 @@ contract!(an_expired_hold_withdraws_its_deposit_at_asaas_once, |db| async move {
     let w = withdrawals(db);
     assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 0, "a pending charge is not withdrawn by the sweep");
 
-    assert_eq!(expire_due(&db.store, &replier(db), Utc::now() + TimeDelta::minutes(31)).await.unwrap(), 1);
+    assert_eq!(expire_due(&db.store, &local_replier(db), Utc::now() + TimeDelta::minutes(31)).await.unwrap(), 1);
     assert_eq!(status_of(db, &s, charge.id).await, "expired");
     assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 1);
     assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 0, "withdrawn once");
@@ -96,7 +93,7 @@ contract!(a_deposit_paid_before_its_withdrawal_is_not_deleted_and_confirms_the_s
     let fake = FakeAsaas::start().await;
     let (s, ana) = deposit_tenant(db, &fake).await;
     let (booked, charge) = book_held(db, &s, &ana).await;
-    assert_eq!(expire_due(&db.store, &replier(db), Utc::now() + TimeDelta::minutes(31)).await.unwrap(), 1);
+    assert_eq!(expire_due(&db.store, &local_replier(db), Utc::now() + TimeDelta::minutes(31)).await.unwrap(), 1);
     // The customer paid at Asaas just as the hold ran out; no notification came yet.
     fake.update(charge.provider_ref.as_deref().unwrap(), json!({ "status": "RECEIVED" }));
 
@@ -162,7 +159,8 @@ contract!(a_deposit_found_after_its_hold_ended_is_recorded_and_withdrawn, |db| a
     let booked = s.call_at(&ana, "create_booking", input, Utc::now()).await;
     assert!(matches!(booked, Outcome::Executed(_)), "booking failed: {booked:?}");
 
-    let requests = DepositRequests::new(db.store.clone(), replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE);
+    let requests =
+        DepositRequests::new(db.store.clone(), local_replier(db), Arc::new(Gateways::new(asaas_secrets())), LEASE);
     // Asaas makes the payment; its answer never comes.
     fake.fail(Route::CreatePayment, Fault::ActThenHang);
     assert_eq!(requests.request_due(Utc::now()).await.unwrap(), 0, "the outcome is unknown");
@@ -178,12 +176,6 @@ contract!(a_deposit_found_after_its_hold_ended_is_recorded_and_withdrawn, |db| a
     assert_eq!(withdrawals(db).withdraw_due(Utc::now()).await.unwrap(), 1);
     assert_eq!(fake.payments()[0]["deleted"], true);
 });
-
-async fn app_on_asaas(db: &TestDb) -> TestApp {
-    let mut config = local_test_config("http://127.0.0.1:9", &[]);
-    config.pix_secrets = PixSecrets(asaas_secrets());
-    TestApp::spawn(db, config).await
-}
 
 contract!(the_console_cancels_a_pending_charge_at_its_provider_once, |db| async move {
     let fake = FakeAsaas::start().await;

@@ -43,6 +43,18 @@ pub fn asaas_file(fake: &crate::support::fake_asaas::FakeAsaas) -> String {
     )
 }
 
+/// A server whose Pix secrets are [`asaas_secrets`], in local mode.
+pub async fn app_on_asaas(db: &TestDb) -> crate::support::common::TestApp {
+    let mut config = crate::support::common::local_test_config("http://127.0.0.1:9", &[]);
+    config.pix_secrets = balcao::config::PixSecrets(asaas_secrets());
+    crate::support::common::TestApp::spawn(db, config).await
+}
+
+/// A replier that sends nothing: messages stay in the outbox for the test to read.
+pub fn local_replier(db: &TestDb) -> Replier {
+    Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()))
+}
+
 /// The secrets [`asaas_file`] names.
 pub fn asaas_secrets() -> Arc<balcao::pix::MapSecrets> {
     use crate::support::fake_asaas::{API_KEY, WEBHOOK_TOKEN};
@@ -144,7 +156,7 @@ impl Scenario {
         let id_of = |name: &str| services.iter().find(|s| s.name == name).map(|s| s.id).unwrap();
         let pro = |name: &str| professionals.iter().find(|p| p.name == name).map(|p| p.id).unwrap();
         // Local: the scenario sends nothing; messages stay in the outbox.
-        let replier = Replier::new(db.store.clone(), None, true, Arc::new(tokio::sync::Notify::new()));
+        let replier = local_replier(db);
         let clicks =
             Arc::new(ClickHandler::new(db.store.clone(), replier, crate::support::common::sandbox_gateways(), LEASE));
         let mut tools = balcao::agent::tools::booking_tools(&db.store, &clicks.proposer, &clicks);
