@@ -129,12 +129,22 @@
     if (charge) markPaid(bubble, charge);
   }
 
+  // A charge's status as the merchant reads it (cancellations and refunds included).
+  const CHARGE_STATUS = {
+    paid: "Cobrança paga",
+    expired: "Cobrança expirada",
+    cancelled: "Cobrança cancelada",
+    refund_due: "Paga fora do prazo: a devolver",
+    partially_refunded: "Cobrança devolvida em parte",
+    refunded: "Cobrança devolvida",
+  };
+
   function markPaid(bubble, charge) {
-    if (charge.gateway !== "sandbox") return;
     if (charge.status !== "pending") {
-      bubble.appendChild(el("div", "paid", charge.status === "paid" ? "Cobrança paga" : "Cobrança " + charge.status));
+      bubble.appendChild(el("div", "paid", CHARGE_STATUS[charge.status] || "Cobrança " + charge.status));
       return;
     }
+    if (charge.gateway !== "sandbox") return;
     const button = el("button", "mark-paid", "Marcar como pago");
     button.type = "button";
     button.dataset.charge = charge.charge_id;

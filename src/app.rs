@@ -303,6 +303,19 @@ impl App {
                     stop_withdrawals.clone(),
                 )
             });
+            let refunds = Arc::new(crate::money::refunds::Refunds::new(
+                self.store.clone(),
+                self.replier.clone(),
+                self.gateways.clone(),
+            ));
+            let (store, stop_refunds) = (self.store.clone(), stop.clone());
+            pool.spawn("refund-poll".to_owned(), move || {
+                crate::money::refunds::run_refunds(refunds.clone(), store.clone(), SWEEP_EVERY, stop_refunds.clone())
+            });
+            let (store, replier, stop_offers) = (self.store.clone(), self.replier.clone(), stop.clone());
+            pool.spawn("refund-offers".to_owned(), move || {
+                crate::actions::run_refund_offers(store.clone(), replier.clone(), SWEEP_EVERY, stop_offers.clone())
+            });
             let (store, replier, gateways, stop_poller) =
                 (self.store.clone(), self.replier.clone(), self.gateways.clone(), stop.clone());
             pool.spawn("charge-poller".to_owned(), move || {

@@ -176,6 +176,62 @@ pub fn action_text(text: ActionText<'_>) -> anyhow::Result<String> {
     render(&Actions { text })
 }
 
+/// Every text about refunds (devoluções).
+#[derive(Template)]
+#[template(path = "messages/refunds.txt")]
+pub struct Refunds<'a> {
+    pub text: RefundText<'a>,
+}
+
+pub enum RefundText<'a> {
+    /// Offered to the staff: a refund asked for (menu, agent, console).
+    Offer {
+        number: i64,
+        amount: &'a str,
+        customer: &'a str,
+        description: &'a str,
+    },
+    /// Offered to the staff: a payment that came for a charge no longer wanted.
+    OfferDue {
+        number: i64,
+        amount: &'a str,
+        customer: &'a str,
+        description: &'a str,
+    },
+    Done {
+        number: i64,
+        amount: &'a str,
+        customer: &'a str,
+    },
+    Processing {
+        number: i64,
+        amount: &'a str,
+    },
+    ToCustomer {
+        business: &'a str,
+        amount: &'a str,
+        description: &'a str,
+    },
+    Failed {
+        number: i64,
+        amount: &'a str,
+        reason: &'a str,
+    },
+    /// A refusal's reason (lower case, follows "Não consegui concluir:").
+    TooMuch {
+        refundable: &'a str,
+    },
+    NotPaid,
+    GatewayChanged {
+        gateway: &'a str,
+    },
+}
+
+/// The pt-BR text of a refund message.
+pub fn refund_text(text: RefundText<'_>) -> anyhow::Result<String> {
+    render(&Refunds { text })
+}
+
 /// Every text of the staff's guided menu.
 #[derive(Template)]
 #[template(path = "messages/merchant.txt")]
@@ -184,10 +240,38 @@ pub struct Merchant<'a> {
 }
 
 pub enum MerchantText<'a> {
-    Menu { business: &'a str },
+    Menu {
+        business: &'a str,
+    },
+    /// The label of the button that opens the menu's list.
+    MenuButton,
     NewChargeButton,
+    RefundButton,
+    WithdrawButton,
     TodayButton,
     AgendaButton,
+    /// The label of the button that opens a list of charges.
+    ChargesButton,
+    ChooseRefund,
+    NothingToRefund,
+    AskRefundAmount {
+        number: i64,
+        amount: &'a str,
+    },
+    RefundAllButton {
+        amount: &'a str,
+    },
+    RefundRefused {
+        reason: &'a str,
+    },
+    ChooseCancel,
+    NothingToCancel,
+    ChargeCancelled {
+        number: i64,
+    },
+    NotCancelled {
+        number: i64,
+    },
     AskAmount,
     AskPhone,
     AskDocument,
@@ -196,12 +280,24 @@ pub enum MerchantText<'a> {
     InvalidPhone,
     InvalidDocument,
     InvalidDescription,
-    ChargesToday { lines: Vec<String>, total: String },
-    ChargeLine { amount: &'a str, customer: &'a str, description: &'a str, status: &'a str },
+    ChargesToday {
+        lines: Vec<String>,
+        total: String,
+    },
+    ChargeLine {
+        amount: &'a str,
+        customer: &'a str,
+        description: &'a str,
+        status: &'a str,
+    },
     NoCharges,
-    Agenda { lines: Vec<String> },
+    Agenda {
+        lines: Vec<String>,
+    },
     NoAgenda,
-    ChargeRefused { reason: &'a str },
+    ChargeRefused {
+        reason: &'a str,
+    },
 }
 
 /// The pt-BR text of a staff menu message.

@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use super::{ActionId, ActionKind, ActionStatus, ClickId, ConfirmedVia, Decision, PendingAction, Proposer};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::{CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
-use crate::messages::{ActionText, ChargeVia, DepositText, action_text, deposit_text, when_at};
+use crate::messages::{
+    ActionText, ChargeVia, DepositText, RefundText, action_text, deposit_text, refund_text, when_at,
+};
 use crate::store::{ActionStore, Decider, OutboxKey, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
 
@@ -212,6 +214,15 @@ fn answer(outcome: &ClickOutcome, tz: chrono_tz::Tz) -> anyhow::Result<Option<St
                     customer: result["customer_phone"].as_str().unwrap_or("?"),
                     via: ChargeVia::parse(result["delivery"].as_str().unwrap_or("text")),
                 })?));
+            }
+            // A refund settled (done or refused) was told by its settlement's notice, whichever
+            // path settled it; one still processing is told here.
+            ActionKind::Refund if result["status"] != "processing" => return Ok(None),
+            ActionKind::Refund => {
+                let number = result["charge_id"].as_i64().unwrap_or_default();
+                let amount = result["amount"].as_str().and_then(|a| crate::domain::Cents::parse_brl(a).ok());
+                let amount = amount.map(|a| a.to_string()).unwrap_or_default();
+                return Ok(Some(refund_text(RefundText::Processing { number, amount: &amount })?));
             }
         },
         ClickOutcome::Failed { text, .. } => ActionText::Failed { reason: text },

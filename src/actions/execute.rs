@@ -12,6 +12,7 @@ use crate::appointments::{book, cancel, move_booking};
 use crate::jobs::Replier;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::money::charges::{ChargeOrder, create_charge};
+use crate::money::refunds::{RefundOrder, refund_charge};
 use crate::pix::Gateways;
 use crate::store::{ActionStore, AgendaStore, Store};
 
@@ -87,6 +88,11 @@ impl Tool for ExecuteAction {
                     refusal: None,
                 };
                 create_charge(&self.store, &self.replier, &self.gateways, call, order).await
+            }
+            ActionPayload::Refund { charge_id, amount } => {
+                let order =
+                    RefundOrder { action: id, merchant: action.conversation, charge_id: *charge_id, amount: *amount };
+                refund_charge(&self.store, &self.replier, &self.gateways, call, order).await
             }
             ActionPayload::Attendance { booking_id } => {
                 let confirmed = self

@@ -20,12 +20,14 @@ mod click;
 mod execute;
 mod expiry;
 mod propose;
+mod refund_offer;
 
 pub use cancellation::{CANCEL_BOOKING, CancelBooking};
 pub use click::{ClickHandler, ClickOutcome, confirm_typed};
 pub use execute::ExecuteAction;
 pub use expiry::{expire_due, run_expiry};
-pub use propose::{Proposal, Proposer, offer_message};
+pub use propose::{Proposal, Proposer, offer_message, time_to_live};
+pub use refund_offer::{offer_due_refunds, offer_refund, refund_offer_text, run_refund_offers};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -42,6 +44,7 @@ pub enum ActionKind {
     Move,
     Charge,
     Attendance,
+    Refund,
 }
 
 impl ActionKind {
@@ -52,6 +55,7 @@ impl ActionKind {
             Self::Move => "move",
             Self::Charge => "charge",
             Self::Attendance => "attendance",
+            Self::Refund => "refund",
         }
     }
 
@@ -62,18 +66,19 @@ impl ActionKind {
             "move" => Self::Move,
             "charge" => Self::Charge,
             "attendance" => Self::Attendance,
+            "refund" => Self::Refund,
             _ => return None,
         })
     }
 
     /// Only the tenant's staff may confirm these.
     pub fn merchant_only(self) -> bool {
-        matches!(self, Self::Charge)
+        matches!(self, Self::Charge | Self::Refund)
     }
 
     /// May be confirmed by typed text (through `confirm_action`); money never is.
     pub fn typed_confirmation_allowed(self) -> bool {
-        !matches!(self, Self::Charge)
+        !matches!(self, Self::Charge | Self::Refund)
     }
 }
 
@@ -105,6 +110,11 @@ pub enum ActionPayload {
     Attendance {
         booking_id: i64,
     },
+    /// Gives `amount` of a paid charge back to its payer.
+    Refund {
+        charge_id: i64,
+        amount: crate::domain::Cents,
+    },
 }
 
 impl ActionPayload {
@@ -115,6 +125,7 @@ impl ActionPayload {
             Self::Move { .. } => ActionKind::Move,
             Self::Charge { .. } => ActionKind::Charge,
             Self::Attendance { .. } => ActionKind::Attendance,
+            Self::Refund { .. } => ActionKind::Refund,
         }
     }
 
@@ -133,6 +144,8 @@ impl ActionPayload {
                 let about = hex::encode(&Sha256::digest(description.as_bytes())[..8]);
                 format!("charge:+{}:{}:{about}", customer_phone.match_key(), amount.0)
             }
+            // A new offer of the same refund replaces the old; another amount is another refund.
+            Self::Refund { charge_id, amount } => format!("refund:{charge_id}:{}", amount.0),
         }
     }
 

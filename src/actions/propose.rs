@@ -19,7 +19,8 @@ pub fn time_to_live(kind: ActionKind) -> TimeDelta {
     match kind {
         ActionKind::Charge => TimeDelta::hours(1),
         ActionKind::Cancellation | ActionKind::Booking | ActionKind::Move => TimeDelta::minutes(30),
-        ActionKind::Attendance => TimeDelta::hours(24),
+        // A refund may wait for the staff to be back (one offered for a late payment, say).
+        ActionKind::Attendance | ActionKind::Refund => TimeDelta::hours(24),
     }
 }
 
@@ -74,14 +75,48 @@ pub struct Proposer {
     pub replier: Replier,
 }
 
+/// What the model learns when the same request was proposed and answered already.
+fn answered_json(action: &PendingAction) -> Value {
+    json!({
+        "status": action.status.as_str(),
+        "action_id": action.id.to_string(),
+        "kind": action.kind().as_str(),
+        "already_done": true,
+        "note": "This request was already proposed and answered (see status); nothing new was sent.",
+    })
+}
+
 impl Proposer {
     /// Stores the proposal, queues its buttons to the call's conversation and settles the call
     /// with [`proposal_json`], in one transaction.
+    ///
+    /// A decision releases its proposal's ledger row (a later request about the same thing is
+    /// judged afresh), so a turn retried after its proposal was answered, by the same trigger
+    /// message, would offer the buttons again: a second charge for one request one tap away.
+    /// The action that request proposed is answered instead.
     pub async fn propose(&self, call: &ToolCall<'_>, proposal: Proposal) -> Result<Value, ToolFailure> {
         let ctx = call.ctx;
         let Some(attempt) = call.attempt else {
             return Err(ToolFailure::Transient("proposals run through the ledger".into()));
         };
+        if let Some(trigger) = ctx.trigger_message_id {
+            let subject = proposal.payload.subject();
+            let answered = self
+                .store
+                .actions_of_conversation(ctx.tenant.id, ctx.conversation)
+                .await
+                .map_err(ToolFailure::storage)?
+                .into_iter()
+                .find(|a| {
+                    a.proposed_by.as_deref() == Some(trigger)
+                        && a.kind() == proposal.payload.kind()
+                        && a.payload.subject() == subject
+                        && !matches!(a.status, super::ActionStatus::Pending | super::ActionStatus::Superseded)
+                });
+            if let Some(action) = answered {
+                return Ok(answered_json(&action));
+            }
+        }
         let id = ActionId::random();
         let kind = proposal.payload.kind();
         let to = self.replier.destination(ctx.tenant, ctx.conversation).await.map_err(ToolFailure::storage)?;

@@ -8,3 +8,4 @@
 pub mod charges;
 pub mod deposits;
 pub mod payments;
+pub mod refunds;

@@ -34,10 +34,19 @@
 //! request without one is refused before anything is sent.
 //!
 //! Webhooks carry the token configured in Asaas in the `asaas-access-token` header, compared in
-//! constant time with the secret `webhook_secret_env` names. Payment states: `RECEIVED` and
-//! `CONFIRMED` are paid (for Pix both mean the money arrived; Asaas's payment object names its
-//! Pix transaction by an Asaas id, not the end-to-end id, so none is reported), `PENDING` and
-//! `AWAITING_RISK_ANALYSIS` pending, `OVERDUE` expired, deleted and refunded ones cancelled.
+//! constant time with the secret `webhook_secret_env` names; every `PAYMENT_*` event (the refund
+//! ones `PAYMENT_REFUNDED`, `PAYMENT_PARTIALLY_REFUNDED`, `PAYMENT_REFUND_IN_PROGRESS` included)
+//! names its payment, keyed by Asaas's event id. Payment states: `RECEIVED` and `CONFIRMED` are
+//! paid (for Pix both mean the money arrived; Asaas's payment object names its Pix transaction
+//! by an Asaas id, not the end-to-end id, so none is reported), and so are `REFUNDED`,
+//! `REFUND_REQUESTED` and `REFUND_IN_PROGRESS` (the money was received; refunds are tracked on
+//! their own), `PENDING` and `AWAITING_RISK_ANALYSIS` pending, `OVERDUE` expired, deleted ones
+//! cancelled.
+//!
+//! Refunds (`POST /v3/payments/{id}/refund`, our refund's id in its description) are in the
+//! `refunds` module.
+
+mod refunds;
 
 use std::time::Duration;
 
@@ -55,6 +64,7 @@ use super::gateway::{
     NotifiedCharge, Payer, PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
 use super::http;
+use super::refund::{RefundReceipt, RefundRequest};
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use crate::domain::{PayerDocument, Secret};
@@ -129,6 +139,16 @@ impl AsaasGateway {
     async fn payment_by_reference(&self, reference: &str) -> Result<Option<Payment>, GatewayError> {
         let page: Page<Payment> = self.get(&["payments"], &[("externalReference", reference)]).await?;
         Ok(page.data.into_iter().find(|p| !p.deleted))
+    }
+
+    /// The charge's payment: by its id, or by `externalReference` when none was recorded.
+    async fn payment_of(&self, charge: &ChargeRef) -> Result<Payment, GatewayError> {
+        match &charge.provider_ref {
+            Some(id) => self.get(&["payments", id], &[]).await,
+            None => self.payment_by_reference(&charge.txid).await?.ok_or_else(|| {
+                GatewayError::Rejected(format!("Asaas has no payment with externalReference {}", charge.txid))
+            }),
+        }
     }
 
     /// The payer's customer, created with its CPF/CNPJ, or updated when the document changed.
@@ -211,13 +231,18 @@ impl PixGateway for AsaasGateway {
     }
 
     async fn state(&self, charge: &ChargeRef) -> Result<PaymentState, GatewayError> {
-        let payment = match &charge.provider_ref {
-            Some(id) => self.get(&["payments", id], &[]).await?,
-            None => self.payment_by_reference(&charge.txid).await?.ok_or_else(|| {
-                GatewayError::Rejected(format!("Asaas has no payment with externalReference {}", charge.txid))
-            })?,
-        };
-        payment_state(&payment)
+        payment_state(&self.payment_of(charge).await?)
+    }
+
+    /// `POST /v3/payments/{id}/refund`, after a lookup of the refund by its marker (see the
+    /// `refunds` module).
+    async fn refund(&self, req: &RefundRequest) -> Result<RefundReceipt, GatewayError> {
+        self.request_refund(req).await
+    }
+
+    /// The payment's `refunds`, searched for the refund's marker.
+    async fn find_refund(&self, req: &RefundRequest) -> Result<Option<RefundReceipt>, GatewayError> {
+        self.lookup_refund(req).await
     }
 
     /// `DELETE /v3/payments/{id}`; Asaas refuses to remove a payment it received.
@@ -271,6 +296,10 @@ struct Payment {
     status: Option<String>,
     #[serde(default)]
     deleted: bool,
+    /// Kept raw and read entry by entry (the `refunds` module): a refund entry we cannot read
+    /// never hides the payment's state.
+    #[serde(default)]
+    refunds: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -309,9 +338,11 @@ fn payment_state(payment: &Payment) -> Result<PaymentState, GatewayError> {
     }
     match payment.status.as_deref().unwrap_or_default() {
         "RECEIVED" | "CONFIRMED" | "RECEIVED_IN_CASH" => Ok(PaymentState::Paid { end_to_end_id: None }),
+        // The money was received; the refund is tracked on its own.
+        "REFUNDED" | "REFUND_REQUESTED" | "REFUND_IN_PROGRESS" => Ok(PaymentState::Paid { end_to_end_id: None }),
         "PENDING" | "AWAITING_RISK_ANALYSIS" => Ok(PaymentState::Pending),
         "OVERDUE" => Ok(PaymentState::Expired),
-        "REFUNDED" | "REFUND_REQUESTED" | "REFUND_IN_PROGRESS" | "DELETED" => Ok(PaymentState::Cancelled),
+        "DELETED" => Ok(PaymentState::Cancelled),
         other => {
             Err(GatewayError::Unknown(format!("Asaas payment {} has a status we do not know: {other:?}", payment.id)))
         }
@@ -382,13 +413,16 @@ mod tests {
     #[test]
     fn statuses_map_to_states() {
         let state = |status: &str, deleted: bool| {
-            payment_state(&Payment { id: "pay_1".into(), status: Some(status.into()), deleted })
+            payment_state(&Payment { id: "pay_1".into(), status: Some(status.into()), deleted, refunds: None })
         };
         assert_eq!(state("RECEIVED", false).unwrap(), PaymentState::Paid { end_to_end_id: None });
         assert_eq!(state("CONFIRMED", false).unwrap(), PaymentState::Paid { end_to_end_id: None });
         assert_eq!(state("PENDING", false).unwrap(), PaymentState::Pending);
         assert_eq!(state("OVERDUE", false).unwrap(), PaymentState::Expired);
-        assert_eq!(state("REFUNDED", false).unwrap(), PaymentState::Cancelled);
+        for refunded in ["REFUNDED", "REFUND_REQUESTED", "REFUND_IN_PROGRESS"] {
+            assert_eq!(state(refunded, false).unwrap(), PaymentState::Paid { end_to_end_id: None }, "{refunded}");
+        }
+        assert_eq!(state("DELETED", false).unwrap(), PaymentState::Cancelled);
         assert_eq!(state("PENDING", true).unwrap(), PaymentState::Cancelled);
         assert!(matches!(state("SOMETHING_NEW", false), Err(GatewayError::Unknown(m)) if m.contains("SOMETHING_NEW")));
     }
@@ -416,6 +450,14 @@ mod tests {
             }]
         );
         assert_eq!(read_event(br#"{ "id": "evt_1", "event": "TRANSFER_DONE", "transfer": {} }"#).unwrap(), vec![]);
+        for refund in ["PAYMENT_REFUNDED", "PAYMENT_PARTIALLY_REFUNDED", "PAYMENT_REFUND_IN_PROGRESS"] {
+            let body = format!(
+                r#"{{ "id": "evt_r", "event": "{refund}", "payment": {{ "id": "pay_1", "status": "RECEIVED" }} }}"#
+            );
+            let expected =
+                Notification { event_id: "evt_r".into(), charge: NotifiedCharge::ProviderRef("pay_1".into()) };
+            assert_eq!(read_event(body.as_bytes()).unwrap(), vec![expected], "{refund}");
+        }
         for bad in
             [&b"not json"[..], br#"{ "event": "PAYMENT_RECEIVED" }"#, br#"{ "id": "e", "event": "PAYMENT_RECEIVED" }"#]
         {

@@ -19,11 +19,15 @@
 //! - `base_url` includes whatever prefix the provider puts before `/cob` (Efí:
 //!   `https://pix.api.efipay.com.br/v2`); the token endpoint is `token_url`, by default
 //!   `{base_url}/oauth/token` (Efí: set `token_url = "https://pix.api.efipay.com.br/oauth/token"`).
+//! - Refunds are devoluções of the charge's Pix (`PUT /pix/{e2eid}/devolucao/{id}`, id = the
+//!   refund's id), idempotent by that id (the `devolucao` module). A charge with devoluções stays
+//!   `CONCLUIDA` and reads as paid.
 //! - Notifications (`POST {registered url}/pix`) are authenticated here by the secret path
 //!   segment only; requiring the PSP's client certificate on that route (mutual TLS) is the
 //!   reverse proxy's job, as the Bacen manual and Efí ask.
 
 mod api;
+mod devolucao;
 mod notifications;
 mod oauth;
 
@@ -44,6 +48,7 @@ use super::gateway::{
     CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
     PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
+use super::refund::{RefundReceipt, RefundRequest};
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use super::txid::Txid;
@@ -281,6 +286,16 @@ impl PixGateway for BacenGateway {
             .await?
             .ok_or_else(|| GatewayError::Rejected(format!("the provider has no charge with txid {txid}")))?;
         cob.payment_state(Utc::now())
+    }
+
+    /// `PUT /pix/{e2eid}/devolucao/{id}` (see the `devolucao` module).
+    async fn refund(&self, req: &RefundRequest) -> Result<RefundReceipt, GatewayError> {
+        self.request_refund(req).await
+    }
+
+    /// `GET /pix/{e2eid}/devolucao/{id}`.
+    async fn find_refund(&self, req: &RefundRequest) -> Result<Option<RefundReceipt>, GatewayError> {
+        self.lookup_refund(req).await
     }
 
     /// `PATCH /cob/{txid}` with `status: REMOVIDA_PELO_USUARIO_RECEBEDOR`; a `CONCLUIDA` charge

@@ -17,6 +17,8 @@
 //!   has the reasoning);
 //! - `copia_e_cola` is the provider's payload, stored and sent as is; it is checked with
 //!   [`super::brcode::decode`] but never "fixed";
+//! - `refund` gives a payment back (see [`super::refund`]): idempotent per
+//!   [`RefundRequest::id`], looked up with `find_refund` after an unknown outcome;
 //! - `cancel` never hides a payment: when the provider refuses it, the charge's state is asked,
 //!   and a charge paid meanwhile comes back as [`CancelOutcome::Paid`] for the paid path.
 
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::refund::{RefundReceipt, RefundRequest};
 use super::txid::Txid;
 use crate::domain::{Cents, LedgerKey, PayerDocument, PhoneE164, SendWindow};
 
@@ -182,6 +185,14 @@ pub trait PixGateway: Send + Sync {
     /// Withdraws a charge so it can no longer be paid (idempotent: a charge already cancelled or
     /// expired is [`CancelOutcome::Cancelled`]); one paid first is reported, not cancelled.
     async fn cancel(&self, charge: &ChargeRef) -> Result<CancelOutcome, GatewayError>;
+
+    /// Requests the refund `req` (idempotent per `req.id`: the refund already requested under
+    /// that id is returned, never a second one).
+    async fn refund(&self, req: &RefundRequest) -> Result<RefundReceipt, GatewayError>;
+
+    /// The refund requested under `req.id`, if the provider has one: the lookup before sending
+    /// again after an unknown outcome, and the poll of a refund still processing.
+    async fn find_refund(&self, req: &RefundRequest) -> Result<Option<RefundReceipt>, GatewayError>;
 
     /// Authenticates a payment notification (constant-time where a secret is compared) and
     /// reads its events.

@@ -16,6 +16,7 @@ mod http;
 pub mod key;
 pub mod mercadopago;
 pub mod qr;
+pub mod refund;
 pub mod sandbox;
 pub mod secrets;
 pub mod settings;
@@ -31,6 +32,7 @@ pub use gateway::{
 pub use gateways::Gateways;
 pub use key::{PixKey, PixKeyError, PixKeyType};
 pub use qr::QrError;
+pub use refund::{RefundId, RefundReceipt, RefundRequest, RefundState};
 pub use sandbox::SandboxGateway;
 pub use secrets::{EnvSecrets, MapSecrets, Secrets};
 pub use settings::{GatewayKind, PixSettings, ProviderConfig, RawPix};

@@ -7,6 +7,7 @@
 
 use super::brcode::StaticCharge;
 use super::gateway::{CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, PaymentState, PixGateway};
+use super::refund::{RefundReceipt, RefundRequest, RefundState};
 use super::settings::PixSettings;
 
 #[derive(Debug, Clone)]
@@ -56,6 +57,16 @@ impl PixGateway for SandboxGateway {
     /// does; nobody pays a sandbox charge.
     async fn cancel(&self, _charge: &ChargeRef) -> Result<CancelOutcome, GatewayError> {
         Ok(CancelOutcome::Cancelled)
+    }
+
+    /// A sandbox payment was made by hand to the merchant's key, so it is given back by hand:
+    /// the refund is recorded done here at once (the simulator shows it).
+    async fn refund(&self, _req: &RefundRequest) -> Result<RefundReceipt, GatewayError> {
+        Ok(RefundReceipt { state: RefundState::Done, provider_ref: None })
+    }
+
+    async fn find_refund(&self, _req: &RefundRequest) -> Result<Option<RefundReceipt>, GatewayError> {
+        Ok(None)
     }
 }
 

@@ -142,6 +142,16 @@ pub trait ActionStore {
         action: Option<&NewAction<'_>>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
+    /// Offers the refund of charge `charge` (due for one) to the staff once: claims the charge's
+    /// offer and stores `actions` with their buttons in one transaction. False when it was
+    /// offered already (nothing is written then).
+    async fn record_refund_offer(
+        &self,
+        tenant: TenantId,
+        charge: i64,
+        actions: &[NewAction<'_>],
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// The conversation's actions, newest first.
     async fn actions_of_conversation(
         &self,
@@ -257,13 +267,13 @@ impl ActionStore for Store {
         };
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
-            // Declining an expired action is harmless; confirming one is not. A charge needs a
-            // staff decider, never a typed one.
+            // Declining an expired action is harmless; confirming one is not. Money (a charge, a
+            // refund) needs a staff decider, never a typed one.
             let decided = sqlx::query(
                 "UPDATE pending_actions SET status = $9, confirmed_via = $1, confirmed_by = $2,
                      confirmed_message = $3, decided_at = $4, updated_at = $4
                  WHERE tenant_id = $5 AND id = $6 AND conversation_id = $7 AND status = 'pending'
-                   AND ($9 = 'declined' OR expires_at > $4) AND (kind <> 'charge' OR ($8 AND $1 <> 'typed'))",
+                   AND ($9 = 'declined' OR expires_at > $4) AND (kind NOT IN ('charge', 'refund') OR ($8 AND $1 <> 'typed'))",
             )
             .bind(by.via.as_str())
             .bind(by.contact.0)
@@ -419,6 +429,37 @@ impl ActionStore for Store {
                 return Ok(false);
             }
             if let Some(new) = action {
+                let _row: ActionRow = insert_action!(tx, new, now);
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    async fn record_refund_offer(
+        &self,
+        tenant: TenantId,
+        charge: i64,
+        actions: &[NewAction<'_>],
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let claimed = sqlx::query(
+                "UPDATE charges SET refund_offered_at = $1
+                 WHERE tenant_id = $2 AND id = $3 AND refund_offered_at IS NULL AND status = 'refund_due'",
+            )
+            .bind(now)
+            .bind(tenant.0)
+            .bind(charge)
+            .execute(&mut *tx)
+            .await
+            .map(changed_one)?;
+            if !claimed {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            for new in actions {
                 let _row: ActionRow = insert_action!(tx, new, now);
             }
             tx.commit().await?;

@@ -14,7 +14,7 @@ macro_rules! charge_columns {
     () => {
         "id, action_id, appointment_id, idempotency_key, txid, gateway, provider_ref, amount_cents, description, customer_phone, \
          customer_conversation_id, merchant_conversation_id, status, copia_e_cola, delivery, expires_at, paid_at, \
-         end_to_end_id, created_at"
+         end_to_end_id, refund_reserved_cents, refunded_cents, created_at"
     };
 }
 pub(crate) use charge_columns;

@@ -46,6 +46,7 @@ mod payments;
 mod privacy;
 pub mod queue;
 pub mod received;
+mod refunds;
 pub mod replays;
 mod simulator;
 mod tenants;
@@ -91,6 +92,7 @@ pub use privacy::{
 };
 pub use queue::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnTiming};
 pub use received::{ContactUpsert, ConversationContact, ConversationRef, InboundMessage, IntakeWrite, Written};
+pub use refunds::{NewRefund, RefundStore, Reserved};
 pub use simulator::SimulatorStore;
 pub use tenants::TenantStore;
 

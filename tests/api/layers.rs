@@ -23,7 +23,7 @@ const STORE: &str = "store";
 const STORE_MAY_NAME: &[(&str, &[&str])] = &[
     ("ledger", &["ExecutionRecord", "LedgerState", "Fence", "Held"]),
     ("jobs", &["TurnEnd", "TurnHistory"]),
-    ("money", &["Charge", "PaymentEvent"]),
+    ("money", &["Charge", "PaymentEvent", "Refund"]),
     ("actions", &["ActionPayload", "ActionStatus", "ConfirmedVia", "PendingAction"]),
 ];
 

@@ -36,6 +36,8 @@ mod payments;
 mod pipeline;
 mod pix_psp;
 mod privacy;
+mod refunds;
+mod refunds_at_asaas;
 mod reminders;
 mod simulator_page;
 mod tenants;

@@ -7,7 +7,7 @@ use balcao::store::ChargeStore;
 use balcao::whatsapp::OutboundMessage;
 
 use crate::contract;
-use crate::support::clicks::{button, inbox, last_buttons, post};
+use crate::support::clicks::{STAFF_MENU, button, inbox, last_buttons, last_rows, post};
 use crate::support::common::{TestApp, TestDb, local_test_config};
 use crate::support::payloads::text;
 use crate::support::scenario::{STAFF, Scenario, merchant_file};
@@ -32,14 +32,14 @@ contract!(a_staff_number_matches_with_or_without_the_ninth_digit, |db| async mov
     post(&app, STAFF_REPORTED, text("wamid.n9.1", STAFF_REPORTED, "oi")).await;
     app.drain_turns().await;
     let menu = inbox(db, s.tenant.id, STAFF_REPORTED).await;
-    assert_eq!(last_buttons(&menu), ["m:charge", "m:today", "m:agenda"], "the staff menu, not the customer's");
+    assert_eq!(last_rows(&menu), STAFF_MENU, "the staff menu, not the customer's");
 
     // Configured without it, reported with it.
     let file = merchant_file().replace(&format!("+{STAFF}"), &format!("+{STAFF_REPORTED}"));
     let s = Scenario::from_file(db, &file).await;
     post(&app, STAFF, text("wamid.n9.2", STAFF, "oi")).await;
     app.drain_turns().await;
-    assert_eq!(last_buttons(&inbox(db, s.tenant.id, STAFF).await), ["m:charge", "m:today", "m:agenda"]);
+    assert_eq!(last_rows(&inbox(db, s.tenant.id, STAFF).await), STAFF_MENU);
 });
 
 contract!(a_charge_to_a_typed_ninth_digit_reaches_the_open_conversation, |db| async move {

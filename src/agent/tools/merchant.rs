@@ -153,14 +153,15 @@ pub struct ListCharges {
 pub(super) static LIST_CHARGES: ToolSpec = ToolSpec {
     name: "list_charges",
     description: "The business's Pix charges of the last 30 days, newest first, optionally of one status \
-                  (pending, paid, expired, cancelled, refund_due: a deposit paid too late, to give back).",
+                  (pending, paid, expired, cancelled, refund_due: paid too late, to give back, partially_refunded, \
+                  refunded).",
     effect: Effect::Read,
     fields: &[FieldSpec {
         name: "status",
         kind: FieldKind::Text,
         required: false,
         identity: false,
-        description: "pending | paid | expired | cancelled | refund_due",
+        description: "pending | paid | expired | cancelled | refund_due | partially_refunded | refunded",
     }],
 };
 
@@ -174,7 +175,10 @@ impl Tool for ListCharges {
         let ctx = call.ctx;
         let status = call.args.str("status");
         if let Some(s) = status
-            && !matches!(s, "pending" | "paid" | "expired" | "cancelled" | "refund_due")
+            && !matches!(
+                s,
+                "pending" | "paid" | "expired" | "cancelled" | "refund_due" | "partially_refunded" | "refunded"
+            )
         {
             return Err(ToolFailure::permanent(format!("unknown status {s:?}"), Value::Null));
         }

@@ -7,6 +7,7 @@ mod bookings;
 mod catalog;
 mod confirm;
 mod merchant;
+mod refunds;
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ pub use catalog::{CheckAvailability, ListServices};
 pub use confirm::ConfirmAction;
 pub use merchant::{Agenda, ListCharges, ProposeCharge};
 pub(crate) use merchant::{agenda_of, check_charge};
+pub use refunds::{CancelPixCharge, ProposeRefund};
 
 use crate::actions::{CancelBooking, ClickHandler, Proposer};
 use crate::appointments::{CreateBooking, RescheduleBooking};
@@ -40,6 +42,8 @@ pub fn merchant_tools(store: &Store, proposer: &Proposer, clicks: &Arc<ClickHand
         Arc::new(ListCharges { store: store.clone() }),
         Arc::new(Agenda { store: store.clone() }),
         Arc::new(ProposeCharge { proposer: proposer.clone() }),
+        Arc::new(ProposeRefund { proposer: proposer.clone() }),
+        Arc::new(CancelPixCharge { store: store.clone() }),
         // For a charge it only sends the buttons again: no text moves money.
         Arc::new(ConfirmAction { clicks: clicks.clone() }),
     ]
@@ -47,7 +51,7 @@ pub fn merchant_tools(store: &Store, proposer: &Proposer, clicks: &Arc<ClickHand
 
 /// Every tool's input contract: the specs a model's (or the guided agent's) tool input is
 /// checked and normalized against. Public for the fuzz targets.
-pub fn tool_specs() -> [&'static ToolSpec; 11] {
+pub fn tool_specs() -> [&'static ToolSpec; 13] {
     [
         &catalog::LIST_SERVICES,
         &catalog::CHECK_AVAILABILITY,
@@ -60,5 +64,7 @@ pub fn tool_specs() -> [&'static ToolSpec; 11] {
         &merchant::LIST_CHARGES,
         &merchant::AGENDA,
         &merchant::PROPOSE_CHARGE,
+        &refunds::PROPOSE_REFUND,
+        &refunds::CANCEL_PIX_CHARGE,
     ]
 }

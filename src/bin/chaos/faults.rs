@@ -52,6 +52,12 @@ pub enum Fault {
     DelayedNotification,
     /// A payment notification sent while the charge's own creation was still unanswered.
     EarlyNotification,
+    /// A refund the Pix provider made whose answer never came.
+    RefundLostAnswer,
+    /// A refund request the Pix provider answered 5xx without acting on.
+    RefundError,
+    /// A refund left processing at the provider, settled by its notification or the poll.
+    RefundSettledLater,
     /// `pg_terminate_backend` on the servers' connections.
     ConnectionsKilled,
     /// A booking held for its deposit cancelled once its Pix was sent: the charge must be

@@ -48,6 +48,7 @@ pub async fn settle(ctx: &Ctx, cast: &Cast, timeout: Duration) -> anyhow::Result
             "withdrawals",
             "SELECT COUNT(*) FROM charges WHERE tenant_id = $1 AND status IN ('expired', 'cancelled') AND withdrawn_at IS NULL",
         ),
+        ("refunds", "SELECT COUNT(*) FROM refunds WHERE tenant_id = $1 AND status = 'processing'"),
         (
             "outbox rows",
             "SELECT COUNT(*) FROM outbound_messages WHERE tenant_id = $1 AND status IN ('pending', 'sending', 'unknown')",
@@ -79,6 +80,7 @@ pub async fn check(ctx: &Ctx, cast: &Cast, acked: &[String]) -> anyhow::Result<V
     inbound(ctx, cast, acked, &mut violations).await?;
     appointments(ctx, cast, &mut violations).await?;
     charges(ctx, cast, &mut violations).await?;
+    refunds(ctx, cast, &mut violations).await?;
     reminders(ctx, cast, &mut violations).await?;
     sends(ctx, cast, &mut violations).await?;
     Ok(violations)
@@ -167,10 +169,15 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
         let deleted = payment["deleted"] == true;
         let closed = matches!(status.as_str(), "expired" | "cancelled");
         ctx.coverage.add("charges withdrawn", u64::from(deleted));
-        if deleted != (closed && payment["status"] != "RECEIVED") {
+        // Received, and maybe given back since.
+        let received = matches!(
+            payment["status"].as_str(),
+            Some("RECEIVED" | "REFUNDED" | "REFUND_REQUESTED" | "REFUND_IN_PROGRESS")
+        );
+        if deleted != (closed && !received) {
             out.push(format!("charge {charge} is {status} here, its payment {id} deleted at the provider: {deleted}"));
         }
-        if payment["status"] != "RECEIVED" {
+        if !received {
             continue;
         }
         let deposit = payment["description"].as_str().is_some_and(|d| d.starts_with("Sinal"));
@@ -179,10 +186,11 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
         } else {
             ("charges paid", "Recebemos seu pagamento", "Cobrança paga")
         };
-        ctx.coverage.add(what, u64::from(status == "paid"));
+        let paid_here = matches!(status.as_str(), "paid" | "partially_refunded" | "refunded");
+        ctx.coverage.add(what, u64::from(paid_here));
         let customer = phone.trim_start_matches('+');
         match (status.as_str(), told(customer, to_customer), told(&cast.staff, to_staff)) {
-            ("paid", 1, 1) => {}
+            (_, 1, 1) if paid_here => {}
             (status, to_customer, to_staff) => out.push(format!(
                 "charge {charge} paid at the provider: {status} here, announced {to_customer}× to the customer \
                  and {to_staff}× to the merchant"
@@ -190,6 +198,90 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
         }
         if deposit && appointment.as_deref() != Some("confirmed") {
             out.push(format!("deposit {charge} paid, its appointment {appointment:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// Refunds: each made once at the provider (our id in its description), never more than was
+/// paid, settled here as the provider says, the charge's sums and status following, and each
+/// done refund told once to the customer and once to the staff.
+async fn refunds(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
+    // One request (one staff message), one offer of its money, however often its turn ran.
+    let sql = "SELECT proposed_by, kind, COUNT(*) FROM pending_actions \
+               WHERE tenant_id = $1 AND kind IN ('charge', 'refund') AND status <> 'superseded' \
+               GROUP BY proposed_by, kind HAVING COUNT(*) > 1";
+    let offered: Vec<(Option<String>, String, i64)> =
+        on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
+    for (message, kind, n) in offered {
+        out.push(format!("{n} {kind} offers for one request ({message:?})"));
+    }
+    let sql = "SELECT r.id, r.charge_id, r.refund_id, r.status, r.amount_cents, c.provider_ref \
+               FROM refunds r JOIN charges c ON c.id = r.charge_id AND c.tenant_id = r.tenant_id \
+               WHERE r.tenant_id = $1";
+    type Row = (i64, i64, String, String, i64, Option<String>);
+    let rows: Vec<Row> = on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
+    let payments = cast.asaas.payments();
+    for payment in &payments {
+        let id = payment["id"].as_str().unwrap_or_default();
+        let made = payment["refunds"].as_array().cloned().unwrap_or_default();
+        let given: f64 = made.iter().filter(|r| r["status"] != "CANCELLED").filter_map(|r| r["value"].as_f64()).sum();
+        if given > payment["value"].as_f64().unwrap_or_default() + 0.001 {
+            out.push(format!("payment {id}: {given} refunded of {}", payment["value"]));
+        }
+        for refund in &made {
+            let text = refund["description"].as_str().unwrap_or_default();
+            let ours: Vec<&Row> = rows.iter().filter(|r| text.contains(r.2.as_str())).collect();
+            if ours.len() != 1 {
+                out.push(format!("refund {text:?} of payment {id} matches {} refunds here", ours.len()));
+            }
+        }
+        for row in rows.iter().filter(|r| r.5.as_deref() == Some(id)) {
+            let at_provider: Vec<&serde_json::Value> = made
+                .iter()
+                .filter(|r| r["description"].as_str().unwrap_or_default().contains(row.2.as_str()))
+                .collect();
+            let status = at_provider.first().and_then(|r| r["status"].as_str());
+            if at_provider.len() > 1 {
+                out.push(format!("refund {} made {}× at the provider", row.0, at_provider.len()));
+            }
+            match (row.3.as_str(), status) {
+                ("done", Some("DONE")) | ("failed", None | Some("CANCELLED")) => {}
+                (here, there) => out.push(format!("refund {} is {here} here and {there:?} at the provider", row.0)),
+            }
+        }
+    }
+    let sql = "SELECT id, amount_cents, refunded_cents, refund_reserved_cents, status, customer_phone \
+               FROM charges WHERE tenant_id = $1";
+    type Charge = (i64, i64, i64, i64, String, String);
+    let charges: Vec<Charge> = on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
+    let sent = ctx.graph.sent(&cast.number);
+    let told = |to: &str, needle: &str| sent.iter().filter(|s| s.to == to && s.text().contains(needle)).count();
+    for (id, amount, refunded, reserved, status, phone) in &charges {
+        let done: Vec<&Row> = rows.iter().filter(|r| r.1 == *id && r.3 == "done").collect();
+        let sum: i64 = done.iter().map(|r| r.4).sum();
+        let held: i64 = rows.iter().filter(|r| r.1 == *id && r.3 != "failed").map(|r| r.4).sum();
+        ctx.coverage.add("refunds done", done.len() as u64);
+        let expected = match sum {
+            0 => status.as_str(),
+            s if s == *amount => "refunded",
+            _ => "partially_refunded",
+        };
+        if (*refunded, *reserved) != (sum, held) || status != expected || sum > *amount {
+            out.push(format!(
+                "charge {id} ({status}, {amount}): {refunded} refunded and {reserved} reserved here, refunds done {sum}, held {held}"
+            ));
+        }
+        // One merchant charge per run is refunded, so the customer's count is this charge's.
+        let (to_customer, to_staff) = (
+            told(phone.trim_start_matches('+'), "devolveu R$"),
+            told(&cast.staff, &format!("da cobrança nº {id} voltaram")),
+        );
+        if !done.is_empty() && (to_customer != done.len() || to_staff != done.len()) {
+            out.push(format!(
+                "charge {id}: {} refunds done, told {to_customer}× to the customer and {to_staff}× to the staff",
+                done.len()
+            ));
         }
     }
     Ok(())

@@ -219,12 +219,13 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
 }
 
 /// What every campaign of 20 runs or more must have done at least once.
-const COVERED: [&str; 8] = [
+const COVERED: [&str; 9] = [
     "appointments booked",
     "appointments cancelled",
     "charges paid",
     "deposits paid",
     "charges withdrawn",
+    "refunds done",
     "reminders answered",
     "expired clicks refused",
     "replies sent",

@@ -142,6 +142,7 @@ fn command(text: &str) -> Vec<(&'static str, Value)> {
                 json!({ "customer_phone": arg("phone"), "amount": arg("amount"), "description": arg("desc"),
                         "payer_document": arg("doc") }),
             )),
+            "#refund" => Some(("propose_refund", json!({ "charge_id": id("charge"), "amount": arg("amount") }))),
             _ => None,
         })
         .collect()

@@ -30,6 +30,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/admin/{slug}/charges", get(charges::page))
         .route("/admin/{slug}/charges/{id}/cancel", post(charges::cancel))
+        .route("/admin/{slug}/charges/{id}/refund", post(charges::refund))
         .route("/admin/{slug}/actions", get(actions))
         .route("/admin/{slug}/failures", get(failures::page))
         .route("/admin/{slug}/jobs/{id}/retry", post(failures::retry))

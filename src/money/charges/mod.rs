@@ -34,6 +34,13 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::Cents;
 
+/// The statuses of a charge whose money was received and may be given back.
+pub const REFUNDABLE_STATUSES: [&str; 3] = ["paid", "refund_due", "partially_refunded"];
+
+pub fn is_refundable_status(status: &str) -> bool {
+    REFUNDABLE_STATUSES.contains(&status)
+}
+
 /// A charge as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Charge {
@@ -52,7 +59,8 @@ pub struct Charge {
     pub customer_conversation_id: i64,
     /// Where the merchant who confirmed it is told; none for a booking deposit.
     pub merchant_conversation_id: Option<i64>,
-    /// pending | paid | expired | cancelled | refund_due (a deposit paid too late)
+    /// pending | paid | expired | cancelled | refund_due (paid too late, to give back) |
+    /// partially_refunded | refunded
     pub status: String,
     pub copia_e_cola: String,
     /// text | order | template
@@ -61,12 +69,24 @@ pub struct Charge {
     pub paid_at: Option<DateTime<Utc>>,
     /// The Pix transaction that paid it, when the provider said.
     pub end_to_end_id: Option<String>,
+    /// What confirmed refunds hold back (requested or done); never above `amount_cents`.
+    pub refund_reserved_cents: i64,
+    /// What the provider confirmed given back.
+    pub refunded_cents: i64,
     pub created_at: DateTime<Utc>,
 }
 
 impl Charge {
     pub fn amount(&self) -> Cents {
         Cents(self.amount_cents)
+    }
+
+    /// What may still be refunded: the amount less what refunds already hold back.
+    pub fn refundable(&self) -> Cents {
+        if !is_refundable_status(&self.status) {
+            return Cents(0);
+        }
+        Cents((self.amount_cents - self.refund_reserved_cents).max(0))
     }
 
     /// The charge as the model and the merchant's answers see it.
@@ -79,6 +99,8 @@ impl Charge {
             "status": self.status,
             "delivery": self.delivery,
             "txid": self.txid,
+            "refunded": Cents(self.refunded_cents).to_decimal(),
+            "refundable": self.refundable().to_decimal(),
             "created_at": self.created_at.to_rfc3339(),
         })
     }

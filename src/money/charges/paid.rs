@@ -9,7 +9,7 @@ use super::Charge;
 use crate::domain::ConversationId;
 use crate::jobs::Replier;
 use crate::messages::{ActionText, ChargeVia, action_text};
-use crate::store::{ChargeStore, Destination, NewOutbound, Store, TenantStore};
+use crate::store::{ChargeStore, Destination, NewOutbound, RefundStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -109,8 +109,9 @@ pub async fn mark_paid(
 }
 
 /// A payment the provider reports for charge `id`, whatever its state here: [`mark_paid`], and
-/// when the charge was no longer pending (expired, cancelled) the merchant is told once to
-/// check and refund ([`alert_late_payment`]).
+/// when the charge was no longer pending (expired, cancelled) it becomes `refund_due` (its
+/// refund is then offered to the staff with buttons) and the merchant is told once
+/// ([`alert_late_payment`]).
 pub async fn take_payment(
     store: &Store,
     replier: &Replier,
@@ -120,8 +121,10 @@ pub async fn take_payment(
 ) -> anyhow::Result<PaidOutcome> {
     let outcome = mark_paid(store, replier, tenant, id, end_to_end_id).await?;
     if let PaidOutcome::Unchanged(now) = &outcome
-        && now.status != "paid"
+        && matches!(now.status.as_str(), "expired" | "cancelled" | "refund_due")
     {
+        let at = store.db_time(Utc::now());
+        store.mark_refund_due(tenant.id, id, end_to_end_id, at).await?;
         alert_late_payment(store, replier, tenant, now).await?;
     }
     Ok(outcome)

@@ -12,6 +12,7 @@ use super::PaymentEvent;
 use crate::domain::TenantId;
 use crate::jobs::Replier;
 use crate::money::charges::{Charge, PaidOutcome, take_payment};
+use crate::money::refunds::check_refunds;
 use crate::pix::{ChargeRef, Gateways, PaymentState, PixSettings};
 use crate::store::{NO_CHARGE_YET, PaymentStore, Store, TenantStore};
 use crate::tenant::Tenant;
@@ -58,7 +59,9 @@ pub(crate) async fn settle(
     let PaymentState::Paid { end_to_end_id } = state else { return Ok(Settled::NotPaid(state)) };
     Ok(match take_payment(store, replier, tenant, charge.id, end_to_end_id.as_deref()).await? {
         PaidOutcome::Paid(_) => Settled::Paid,
-        PaidOutcome::Unchanged(now) if now.status == "paid" => Settled::Paid,
+        PaidOutcome::Unchanged(now) if matches!(now.status.as_str(), "paid" | "partially_refunded" | "refunded") => {
+            Settled::Paid
+        }
         PaidOutcome::RefundDue(_) | PaidOutcome::Unchanged(_) => Settled::Alerted,
         PaidOutcome::NotFound => anyhow::bail!("charge {} vanished", charge.id),
     })
@@ -82,6 +85,11 @@ async fn process(store: &Store, replier: &Replier, gateways: &Gateways, event: &
         return Ok(());
     };
     let tenant = store.tenant(tenant_id).await?.context("the tenant no longer exists")?;
+    // A notification about a charge may be about its refund: those still processing are asked
+    // about first (a failure here does not hold the payment back; the refund poll asks again).
+    if let Err(e) = check_refunds(store, replier, gateways, &tenant, &charge).await {
+        tracing::warn!(tenant = %tenant_id, charge = charge.id, error = %e, "asking about a charge's refunds failed");
+    }
     match settle(store, replier, gateways, &tenant, &charge).await {
         Ok(Settled::Paid) => store.finish_payment_event(event.id, "processed", Some(charge.id), None, now).await?,
         Ok(Settled::Alerted) => store.finish_payment_event(event.id, "alerted", Some(charge.id), None, now).await?,

@@ -181,15 +181,20 @@ impl Cob {
         }
     }
 
+    /// The end-to-end id of the Pix that paid the charge (the first, when several did).
+    pub(super) fn end_to_end_id(&self) -> Option<&str> {
+        self.pix.first().and_then(|p| p.end_to_end_id.as_deref()).filter(|id| !id.is_empty())
+    }
+
     /// The payment state at `now`. `status` is the record's, so an `ATIVA` charge past
     /// `criacao + expiracao` is expired.
     pub(super) fn payment_state(&self, now: DateTime<Utc>) -> Result<PaymentState, GatewayError> {
         match self.status.as_deref() {
             Some("ATIVA") if self.expires_at().is_some_and(|at| at <= now) => Ok(PaymentState::Expired),
             Some("ATIVA") => Ok(PaymentState::Pending),
-            Some("CONCLUIDA") => Ok(PaymentState::Paid {
-                end_to_end_id: self.pix.first().and_then(|p| p.end_to_end_id.clone()).filter(|id| !id.is_empty()),
-            }),
+            // Devoluções leave the charge CONCLUIDA: the money was received, refunds are
+            // tracked on their own.
+            Some("CONCLUIDA") => Ok(PaymentState::Paid { end_to_end_id: self.end_to_end_id().map(str::to_owned) }),
             Some(REMOVED_BY_RECEIVER | "REMOVIDA_PELO_PSP") => Ok(PaymentState::Cancelled),
             Some(other) => Err(GatewayError::Unknown(format!("the provider reports status {other:?}, unknown here"))),
             None => Err(GatewayError::Unknown("the provider's charge has no status".into())),
@@ -392,6 +397,18 @@ mod tests {
         }));
         let e2e = Some("E1234567820200909122120200808008".to_owned());
         assert_eq!(paid.payment_state(now).unwrap(), PaymentState::Paid { end_to_end_id: e2e });
+        let refunded = cob(serde_json::json!({
+            "status": "CONCLUIDA",
+            "pix": [{"endToEndId": "E1234567820200909122120200808008", "valor": "110.00", "devolucoes": [
+                {"id": "123ABC", "rtrId": "D1234567820200909122120200808006", "valor": "110.00", "status": "DEVOLVIDO"}
+            ]}]
+        }));
+        let e2e = Some("E1234567820200909122120200808008".to_owned());
+        assert_eq!(
+            refunded.payment_state(now).unwrap(),
+            PaymentState::Paid { end_to_end_id: e2e },
+            "refunded: still paid"
+        );
         let paid_bare = cob(serde_json::json!({"status": "CONCLUIDA"}));
         assert_eq!(paid_bare.payment_state(now).unwrap(), PaymentState::Paid { end_to_end_id: None });
         for removed in ["REMOVIDA_PELO_USUARIO_RECEBEDOR", "REMOVIDA_PELO_PSP"] {

@@ -4,10 +4,14 @@
 //! path segment (compared in constant time); without a configured secret every callback is
 //! refused. Each received Pix with a `txid` becomes one event keyed by its `endToEndId`
 //! (several may come in one body); a Pix without a txid is not about one of our charges and
-//! is skipped. What the body claims is never trusted: the caller asks the provider.
+//! is skipped. A Pix that carries `devolucoes` (the PSP calls back again when a devolução
+//! settles) is keyed by its `endToEndId` plus each devolução's id and status, so deduplication
+//! keeps it apart from the payment's event and from the same refund's earlier state. What the
+//! body claims is never trusted: the caller asks the provider.
 //! Requiring the PSP's client certificate (mutual TLS) is the reverse proxy's job.
 
 use serde::Deserialize;
+use serde_json::Value;
 use subtle::ConstantTimeEq;
 
 use crate::domain::Secret;
@@ -23,6 +27,9 @@ struct Callback {
 struct Received {
     end_to_end_id: String,
     txid: Option<String>,
+    /// Read loosely: a devolução we cannot read must not cost the payment's event.
+    #[serde(default)]
+    devolucoes: Option<Value>,
 }
 
 pub(super) fn read(
@@ -48,9 +55,30 @@ pub fn read_callback(body: &[u8]) -> Result<Vec<Notification>, NotificationError
         .filter(|pix| !pix.end_to_end_id.trim().is_empty())
         .filter_map(|pix| {
             let txid = pix.txid.filter(|t| !t.trim().is_empty())?;
-            Some(Notification { event_id: pix.end_to_end_id, charge: NotifiedCharge::Txid(txid) })
+            let event_id = event_id(pix.end_to_end_id, pix.devolucoes.as_ref());
+            Some(Notification { event_id, charge: NotifiedCharge::Txid(txid) })
         })
         .collect())
+}
+
+/// `endToEndId`, or `endToEndId/devolucoes:<id>=<status>,…` (sorted) for a Pix with devoluções.
+fn event_id(end_to_end_id: String, devolucoes: Option<&Value>) -> String {
+    let mut parts: Vec<String> = devolucoes
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            let id = d.get("id")?.as_str()?.trim();
+            let status = d.get("status").and_then(Value::as_str).unwrap_or_default().trim();
+            (!id.is_empty()).then(|| format!("{id}={status}"))
+        })
+        .collect();
+    if parts.is_empty() {
+        return end_to_end_id;
+    }
+    parts.sort();
+    parts.dedup();
+    format!("{end_to_end_id}/devolucoes:{}", parts.join(","))
 }
 
 #[cfg(test)]
@@ -94,6 +122,29 @@ mod tests {
             ]
         );
         assert_eq!(read_with(Some("s"), Some("s"), br#"{"pix": []}"#).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_pix_with_devolucoes_is_an_event_of_its_own() {
+        let body = |devolucoes: &str| {
+            format!(
+                r#"{{"pix": [{{"endToEndId": "E1", "txid": "t1", "valor": "110.00", "horario": "2020-09-09T20:15:00.358Z",
+                    "devolucoes": {devolucoes}}}]}}"#
+            )
+        };
+        let event = |devolucoes: &str| read_with(Some("s"), Some("s"), body(devolucoes).as_bytes()).unwrap()[0].clone();
+        let processing = event(
+            r#"[{"id": "b2", "rtrId": "D1", "valor": "1.00", "status": "EM_PROCESSAMENTO"},
+                                   {"id": "a1", "rtrId": "D2", "valor": "2.00", "status": "DEVOLVIDO"}]"#,
+        );
+        assert_eq!(processing.event_id, "E1/devolucoes:a1=DEVOLVIDO,b2=EM_PROCESSAMENTO");
+        assert_eq!(processing.charge, NotifiedCharge::Txid("t1".into()));
+        let done = event(r#"[{"id": "a1", "status": "DEVOLVIDO"}, {"id": "b2", "status": "DEVOLVIDO"}]"#);
+        assert_eq!(done.event_id, "E1/devolucoes:a1=DEVOLVIDO,b2=DEVOLVIDO");
+        // Nothing readable in them: the payment's own event.
+        for unreadable in ["[]", "null", "{}", r#"[{"status": "DEVOLVIDO"}, 7]"#] {
+            assert_eq!(event(unreadable).event_id, "E1", "{unreadable}");
+        }
     }
 
     #[test]

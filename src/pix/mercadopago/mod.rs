@@ -27,12 +27,18 @@
 //! string when present, else from the body, as sent (not lower-cased: Pix payment ids are
 //! digits). The event id is the body's `id`, else `<data.id>:<x-request-id>`. The timestamp is
 //! not checked for freshness: a replayed notification only makes the caller ask for the state
-//! again. States: `approved` is paid (no end-to-end id is documented on the payment),
-//! `pending`, `in_process` and `authorized` pending, `cancelled` with `status_detail: expired`
-//! expired, other `cancelled`, `rejected`, `refunded` and `charged_back` cancelled.
+//! again. A refund changes the payment, so its notification is a payment one with a new id.
+//! States: `approved` is paid (no end-to-end id is documented on the payment), and so is
+//! `refunded` (the money was received; refunds are tracked on their own), `pending`,
+//! `in_process` and `authorized` pending, `cancelled` with `status_detail: expired` expired,
+//! other `cancelled`, `rejected` and `charged_back` cancelled.
+//!
+//! Refunds (`POST /v1/payments/{id}/refunds`, keyed by the refund's id) are in the `refund`
+//! module.
 
 mod notify;
 pub(crate) mod payer;
+mod refund;
 
 use std::time::Duration;
 
@@ -51,6 +57,7 @@ use crate::pix::gateway::{
     PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
 use crate::pix::http;
+use crate::pix::refund::{RefundReceipt, RefundRequest};
 use crate::pix::secrets::{Secrets, required_secret};
 use crate::pix::settings::{PixSettings, ProviderConfig};
 
@@ -183,6 +190,16 @@ impl PixGateway for MercadoPagoGateway {
         payment_state(&payment)
     }
 
+    /// The keyed `POST /v1/payments/{id}/refunds` (see the `refund` module).
+    async fn refund(&self, req: &RefundRequest) -> Result<RefundReceipt, GatewayError> {
+        self.request_refund(req).await
+    }
+
+    /// `GET /v1/payments/{id}/refunds/{refund id}`, when the refund's id is known.
+    async fn find_refund(&self, req: &RefundRequest) -> Result<Option<RefundReceipt>, GatewayError> {
+        self.lookup_refund(req).await
+    }
+
     /// `PUT /v1/payments/{id}` with `status: cancelled`; Mercado Pago refuses it for an approved
     /// payment.
     async fn cancel(&self, charge: &ChargeRef) -> Result<CancelOutcome, GatewayError> {
@@ -304,10 +321,11 @@ pub fn read_payment(
 fn payment_state(payment: &Payment) -> Result<PaymentState, GatewayError> {
     let detail = payment.status_detail.as_deref().unwrap_or_default();
     match payment.status.as_deref().unwrap_or_default() {
-        "approved" => Ok(PaymentState::Paid { end_to_end_id: None }),
+        // A refunded payment was received first; the refund is tracked on its own.
+        "approved" | "refunded" => Ok(PaymentState::Paid { end_to_end_id: None }),
         "pending" | "in_process" | "authorized" => Ok(PaymentState::Pending),
         "cancelled" if detail == "expired" => Ok(PaymentState::Expired),
-        "cancelled" | "rejected" | "refunded" | "charged_back" => Ok(PaymentState::Cancelled),
+        "cancelled" | "rejected" | "charged_back" => Ok(PaymentState::Cancelled),
         other => Err(GatewayError::Unknown(format!(
             "Mercado Pago payment {} has a status we do not know: {other:?} ({detail})",
             payment.id
@@ -378,6 +396,8 @@ mod tests {
         assert_eq!(state("cancelled", "expired").unwrap(), PaymentState::Expired);
         assert_eq!(state("cancelled", "by_collector").unwrap(), PaymentState::Cancelled);
         assert_eq!(state("rejected", "").unwrap(), PaymentState::Cancelled);
+        assert_eq!(state("refunded", "refunded").unwrap(), PaymentState::Paid { end_to_end_id: None });
+        assert_eq!(state("approved", "partially_refunded").unwrap(), PaymentState::Paid { end_to_end_id: None });
         assert!(matches!(state("mystery", ""), Err(GatewayError::Unknown(_))));
     }
 

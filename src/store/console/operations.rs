@@ -25,6 +25,9 @@ pub struct ChargeEntry {
     pub appointment_id: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub paid_at: Option<DateTime<Utc>>,
+    /// What refunds hold back (requested or done), and what was confirmed given back.
+    pub refund_reserved_cents: i64,
+    pub refunded_cents: i64,
 }
 
 /// A job that gave up.
@@ -91,7 +94,7 @@ impl ConsoleOpsStore for Store {
             sqlx::query_as(
                 "SELECT ch.id, ch.status, ch.amount_cents, ch.description, ch.customer_phone,
                         c.profile_name AS customer, ch.txid, ch.gateway, ch.appointment_id, ch.created_at,
-                        ch.paid_at
+                        ch.paid_at, ch.refund_reserved_cents, ch.refunded_cents
                  FROM charges ch
                  LEFT JOIN conversations v ON v.id = ch.customer_conversation_id AND v.tenant_id = ch.tenant_id
                  LEFT JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = ch.tenant_id

@@ -1,5 +1,7 @@
 //! The Asaas gateway against its loopback fake.
 
+mod refunds;
+
 use std::collections::HashMap;
 
 use balcao::domain::Cents;
@@ -257,7 +259,9 @@ async fn asaas_states_follow_the_payment_status() {
         ("RECEIVED", PaymentState::Paid { end_to_end_id: None }),
         ("CONFIRMED", PaymentState::Paid { end_to_end_id: None }),
         ("OVERDUE", PaymentState::Expired),
-        ("REFUNDED", PaymentState::Cancelled),
+        // Refunded: the money was received, the refund is tracked on its own.
+        ("REFUNDED", PaymentState::Paid { end_to_end_id: None }),
+        ("REFUND_REQUESTED", PaymentState::Paid { end_to_end_id: None }),
         ("PENDING", PaymentState::Pending),
     ] {
         fake.update(&id, json!({ "status": status }));

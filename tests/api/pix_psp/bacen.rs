@@ -2,9 +2,14 @@
 //! fake's server certificate and our client certificate, and the fake refuses any client
 //! whose certificate that CA did not sign. The fake speaks the API Pix as Efí does (JSON
 //! token request, `409 txid_duplicado` on a second `PUT`), counts token issues and charge
-//! creations, and misbehaves on demand: error answers, a hang after creating, a reset.
+//! creations, and misbehaves on demand: error answers, a hang after creating, a reset. Its
+//! devoluções (`/pix/{e2eid}/devolucao/{id}`) are in `bacen/devolucoes.rs`, their cases in
+//! `bacen/refunds.rs`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+mod devolucoes;
+mod refunds;
+
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -43,6 +48,8 @@ const BASIC: &str = "Basic YmFsY2FvLWNsaWVudDpjbGllbnQtczNjcmV0";
 const TXID_SECRET: &str = "txid-secret-of-the-tenant";
 const WEBHOOK_SECRET: &str = "callback-path-secret";
 const PIX_KEY: &str = "caixa@barbearia.com.br";
+/// What Efí grants an application with charges and received Pix enabled.
+const DEFAULT_SCOPE: &str = "cob.read cob.write pix.read pix.write";
 
 // ---------------------------------------------------------------------------------------
 // Certificates
@@ -140,7 +147,11 @@ struct Psp {
     creations: usize,
     token_issues: usize,
     tokens_refused: usize,
-    tokens: HashSet<String>,
+    /// Each token issued, with the scopes it carries.
+    tokens: HashMap<String, String>,
+    /// The scopes tokens are issued with; `None`: all the API's (`DEFAULT_SCOPE`).
+    scope: Option<String>,
+    devolucoes: devolucoes::Devolucoes,
     on_put: VecDeque<Act>,
     on_get: VecDeque<Act>,
     /// Leave `pixCopiaECola` out of charges: the code is then at `/loc/{id}/qrcode`.
@@ -181,6 +192,7 @@ impl FakePsp {
             .route("/v2/oauth/token", post(token))
             .route("/v2/cob/{txid}", put(put_cob).get(get_cob).patch(patch_cob))
             .route("/v2/loc/{id}/qrcode", get(qrcode))
+            .route("/v2/pix/{e2eid}/devolucao/{id}", put(devolucoes::put).get(devolucoes::get))
             .with_state(state.clone());
         let task = tokio::spawn(serve(listener, TlsAcceptor::from(pki.server.clone()), app));
         Self { addr, state, task }
@@ -274,16 +286,17 @@ async fn token(State(state): State<Shared>, headers: HeaderMap, body: Bytes) -> 
     }
     psp.token_issues += 1;
     let token = format!("token-{}", psp.token_issues);
-    psp.tokens.insert(token.clone());
-    let body =
-        json!({ "access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": "cob.read cob.write" });
+    // The scopes granted to the application, as Efí answers them; the request names none.
+    let scope = psp.scope.clone().unwrap_or_else(|| DEFAULT_SCOPE.to_owned());
+    psp.tokens.insert(token.clone(), scope.clone());
+    let body = json!({ "access_token": token, "token_type": "Bearer", "expires_in": 3600, "scope": scope });
     answer(200, "application/json", &body)
 }
 
 fn authorized(psp: &Psp, headers: &HeaderMap) -> bool {
     let bearer =
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    bearer.is_some_and(|t| psp.tokens.contains(t))
+    bearer.is_some_and(|t| psp.tokens.contains_key(t))
 }
 
 fn unauthorized() -> Response {

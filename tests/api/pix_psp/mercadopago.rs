@@ -1,5 +1,7 @@
 //! The Mercado Pago gateway against its loopback fake.
 
+mod refunds;
+
 use std::collections::HashMap;
 
 use balcao::domain::{Cents, LedgerKey};
@@ -235,6 +237,9 @@ async fn mercadopago_states_follow_the_payment_status() {
         ("cancelled", "expired", PaymentState::Expired),
         ("cancelled", "by_collector", PaymentState::Cancelled),
         ("rejected", "cc_rejected_other_reason", PaymentState::Cancelled),
+        // Refunded: the money was received, the refund is tracked on its own.
+        ("refunded", "refunded", PaymentState::Paid { end_to_end_id: None }),
+        ("approved", "partially_refunded", PaymentState::Paid { end_to_end_id: None }),
         ("pending", "pending_waiting_transfer", PaymentState::Pending),
     ] {
         fake.update(&id, json!({ "status": status, "status_detail": detail }));

@@ -1,8 +1,13 @@
 //! A loopback Asaas: `/v3/customers` (`cpfCnpj` required and checked, as documented),
 //! `PUT /v3/customers/{id}`, `/v3/payments` (refused for a customer without CPF/CNPJ, as on
-//! accounts that enforce it), `/v3/payments/{id}` and `/v3/payments/{id}/pixQrCode`, the
-//! `access_token` header, errors as `{"errors":[{code, description}]}`; deleted payments left
-//! out of lists, as Asaas does.
+//! accounts that enforce it), `/v3/payments/{id}`, `/v3/payments/{id}/pixQrCode` and
+//! `POST /v3/payments/{id}/refund` (see `fake_asaas/refunds.rs`), the `access_token` header,
+//! errors as `{"errors":[{code, description}]}`; deleted payments left out of lists, as Asaas
+//! does.
+
+// By path, so it resolves alike here and where the chaos campaign includes this file by path.
+#[path = "fake_asaas/refunds.rs"]
+mod refunds;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -11,7 +16,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{get, post, put};
 use balcao::domain::Cents;
 use balcao::pix::asaas::AsaasGateway;
 use balcao::pix::{MapSecrets, PixSettings, RawPix};
@@ -33,6 +38,7 @@ pub(crate) enum Route {
     GetPayment,
     DeletePayment,
     PixQrCode,
+    RefundPayment,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +66,7 @@ struct Inner {
     codes: HashMap<String, String>,
     faults: HashMap<Route, VecDeque<Fault>>,
     seen: Vec<Seen>,
+    refunds: refunds::Settings,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -85,6 +92,15 @@ impl FakeAsaas {
             )
             .route("/v3/payments/{id}", get(get_payment).delete(delete_payment))
             .route("/v3/payments/{id}/pixQrCode", get(pix_qr_code))
+            // Like a create, a refund started goes on after the client gave up.
+            .route(
+                "/v3/payments/{id}/refund",
+                post(|state, headers, path, body| async move {
+                    tokio::spawn(refunds::refund_payment(state, headers, path, body))
+                        .await
+                        .unwrap_or_else(|_| not_found())
+                }),
+            )
             .with_state(inner.clone());
         Self { loopback: Loopback::start(app).await, inner }
     }
@@ -365,7 +381,7 @@ async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(bo
             "object": "payment", "id": id, "customer": body["customer"], "value": value,
             "billingType": "PIX", "status": "PENDING", "dueDate": body["dueDate"],
             "description": body["description"], "externalReference": body["externalReference"],
-            "deleted": false, "pixTransaction": null,
+            "deleted": false, "pixTransaction": null, "refunds": null,
         });
         inner.payments.push(payment.clone());
         payment

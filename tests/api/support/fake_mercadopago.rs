@@ -2,7 +2,12 @@
 //! answers with the payment already created, as documented), `GET /v1/payments/search`,
 //! `GET /v1/payments/{id}`, `Authorization: Bearer`, errors as `{message, error, status,
 //! cause[]}`, numeric payment ids. A create still being processed answers a second request with
-//! the same key `409` (the key is in use), as idempotency keys behave while in flight.
+//! the same key `409` (the key is in use), as idempotency keys behave while in flight. Refunds
+//! (`/v1/payments/{id}/refunds`) are in `fake_mercadopago/refunds.rs`.
+
+mod refunds;
+
+pub use refunds::FIRST_REFUND_ID;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -32,13 +37,16 @@ pub enum Route {
     SearchPayments,
     GetPayment,
     UpdatePayment,
+    CreateRefund,
+    GetRefund,
 }
 
 #[derive(Debug, Clone)]
 pub enum Fault {
     Respond(u16, Value),
     ActThenHang,
-    /// Keep the create in flight (its key in use) until [`FakeMercadoPago::release`], then act.
+    /// Keep the create (or refund) in flight, its key in use, until [`FakeMercadoPago::release`];
+    /// then act.
     HoldUntilReleased,
 }
 
@@ -57,6 +65,7 @@ struct Inner {
     posts: Vec<Post>,
     in_flight: std::collections::HashSet<String>,
     release: Arc<tokio::sync::Notify>,
+    refunds: refunds::Refunds,
 }
 
 type Shared = Arc<Mutex<Inner>>;
@@ -82,6 +91,15 @@ impl FakeMercadoPago {
             )
             .route("/v1/payments/search", get(search_payments))
             .route("/v1/payments/{id}", get(get_payment).put(update_payment))
+            .route(
+                "/v1/payments/{id}/refunds",
+                post(|state, headers, path, body| async move {
+                    tokio::spawn(refunds::create_refund(state, headers, path, body))
+                        .await
+                        .unwrap_or_else(|_| mp_error(500, "internal error", "the refund task failed"))
+                }),
+            )
+            .route("/v1/payments/{id}/refunds/{refund_id}", get(refunds::get_refund))
             .with_state(inner.clone());
         Self { loopback: Loopback::start(app).await, inner }
     }
@@ -272,7 +290,7 @@ async fn create_payment(State(inner): State<Shared>, headers: HeaderMap, Json(bo
             "id": id, "status": "pending", "status_detail": "pending_waiting_transfer",
             "payment_method_id": "pix", "transaction_amount": amount, "description": body["description"],
             "external_reference": body["external_reference"], "date_of_expiration": expiry,
-            "payer": body["payer"],
+            "payer": body["payer"], "refunds": [], "transaction_amount_refunded": 0,
             "point_of_interaction": { "type": "PIX", "transaction_data": {
                 "qr_code": code, "qr_code_base64": "iVBORw0KGgo=", "ticket_url": format!("https://example.invalid/{id}") } },
         });

@@ -1,6 +1,8 @@
 //! The merchant's part of a run: a Pix charge proposed and confirmed by a button, while the
 //! provider fails, or creates the payment and holds its answer (every server killed meanwhile,
-//! in some runs); then the payment, notified several times, sometimes early or late.
+//! in some runs); then the payment, notified several times, sometimes early or late; then, in
+//! most runs, its refund (in full or in part) confirmed by a button while the provider fails or
+//! loses its answer, settled at once or later by its notification or the poll.
 
 use std::time::Duration;
 
@@ -91,6 +93,75 @@ impl Player<'_> {
             self.ctx.faults.add(Fault::StaleClick);
             self.click(&mut rng, &staff, &confirm, 1, false).await;
         }
+        if rng.chance(0.6) {
+            self.refund(&mut rng, &description, &id).await?;
+        }
+        Ok(())
+    }
+
+    /// The merchant gives payment `payment` (charge `description`) back, in full or in part.
+    async fn refund(&self, rng: &mut Rng, description: &str, payment: &str) -> anyhow::Result<()> {
+        let staff = self.cast.staff.clone();
+        let sql = format!(
+            "SELECT COALESCE(MIN(id), 0) FROM charges WHERE tenant_id = $1 AND description = '{description}' \
+             AND status = 'paid'"
+        );
+        let charge = self.ctx.db.count(&sql, self.cast.tenant).await?;
+        let value = self.cast.asaas.payments().iter().find(|p| p["id"] == payment).and_then(|p| p["value"].as_f64());
+        let (Some(value), true) = (value, charge > 0) else { return Ok(()) };
+        let paid = (value * 100.0).round() as u64;
+        let cents = if rng.chance(0.5) { paid } else { rng.between(1, paid - 1) };
+        match rng.below(4) {
+            0 => {
+                self.ctx.faults.add(Fault::RefundError);
+                self.cast.asaas.fail(Route::RefundPayment, PspFault::Respond(500, json!({ "errors": [] })));
+            }
+            1 => {
+                self.ctx.faults.add(Fault::RefundLostAnswer);
+                self.cast.asaas.fail(Route::RefundPayment, PspFault::ActThenHang);
+            }
+            _ => {}
+        }
+        let later = rng.chance(0.5);
+        if !later {
+            self.cast.asaas.refunds_done_at_once();
+        }
+        let before = self.ctx.graph.count_to(&self.cast.number, &staff);
+        let copies = rng.between(1, 2);
+        let command = format!("#refund charge={charge} amount={}.{:02} copies={copies}", cents / 100, cents % 100);
+        self.text(rng, &staff, &command).await;
+        let is_offer = |s: &crate::graph::Sent| !s.buttons().is_empty() && s.text().contains("Devolver");
+        let offer = self.ctx.graph.wait_for(&self.cast.number, &staff, before, STEP, is_offer).await;
+        let Some(confirm) = offer.and_then(|o| confirm_button(&o)) else { return Ok(()) };
+        let times = rng.between(1, 3);
+        self.click(rng, &staff, &confirm, times, false).await;
+        let mut made = false;
+        for _ in 0..(REACH_PROVIDER.as_millis() / 50) {
+            if !self.cast.asaas.refunds_of(payment).is_empty() {
+                made = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if !made {
+            self.problem(format!("the confirmed refund of {description} never reached the provider"));
+            return Ok(());
+        }
+        if later {
+            // Asaas finishes it a moment later; its notification comes, or the poll sees it.
+            self.ctx.faults.add(Fault::RefundSettledLater);
+            tokio::time::sleep(Duration::from_millis(rng.between(100, 1_500))).await;
+            self.cast.asaas.settle_refunds(payment, "DONE");
+            if rng.chance(0.6) {
+                let event = format!("evt_chaos_refund_{}_{payment}", self.cast.index);
+                let copies = rng.between(1, 2);
+                futures::future::join_all((0..copies).map(|_| self.notify(&event, "PAYMENT_REFUNDED", payment))).await;
+            }
+        }
+        if rng.chance(0.3) {
+            self.ctx.faults.add(Fault::StaleClick);
+            self.click(rng, &staff, &confirm, 1, false).await;
+        }
         Ok(())
     }
 
@@ -115,12 +186,12 @@ impl Player<'_> {
             tokio::time::sleep(Duration::from_millis(rng.between(200, 2_000))).await;
         }
         let event = format!("evt_chaos_{}_{id}", self.cast.index);
-        futures::future::join_all((0..copies).map(|_| self.notify(&event, id))).await;
+        futures::future::join_all((0..copies).map(|_| self.notify(&event, "PAYMENT_RECEIVED", id))).await;
     }
 
     /// Asaas's notification, to a random server, retried until it is answered 200.
-    async fn notify(&self, event: &str, payment: &str) {
-        let body = json!({ "id": event, "event": "PAYMENT_RECEIVED", "dateCreated": "2026-12-03 10:00:00",
+    async fn notify(&self, event: &str, kind: &str, payment: &str) {
+        let body = json!({ "id": event, "event": kind, "dateCreated": "2026-12-03 10:00:00",
                            "payment": { "object": "payment", "id": payment } });
         for _ in 0..300 {
             let url = self.ctx.meta.random_url();

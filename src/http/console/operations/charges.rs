@@ -2,6 +2,7 @@
 //! 30 local days as a bar chart (SVG drawn by the template from bars computed here).
 
 use askama::Template;
+use axum::Form;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum_csrf::CsrfToken;
@@ -10,6 +11,7 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 
 use super::LIST_LIMIT;
+use crate::actions::offer_refund;
 use crate::domain::Cents;
 use crate::http::AppState;
 use crate::http::console::agenda::{BY_CONSOLE, LEDGER_LEASE};
@@ -18,7 +20,7 @@ use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::{ConsoleError, render};
 use crate::http::console::page::{Nav, Section, local_time as at};
 use crate::ledger::Outcome;
-use crate::money::charges::Withdrawals;
+use crate::money::charges::{Withdrawals, is_refundable_status};
 use crate::store::{ChargeStore, ConsoleOpsStore};
 
 /// Days in the chart, today included.
@@ -40,6 +42,10 @@ pub struct ChargeRow {
     pub created: String,
     pub paid: String,
     pub appointment_href: Option<String>,
+    /// Given back so far (empty when nothing).
+    pub refunded: String,
+    /// What may still be given back, as the refund form's default (empty when nothing).
+    pub refundable: String,
 }
 
 /// One day's bar: geometry in SVG units, the day and its total.
@@ -82,6 +88,9 @@ fn status_label(status: &str) -> &'static str {
         "paid" => "paga",
         "expired" => "expirada",
         "cancelled" => "cancelada",
+        "refund_due" => "a devolver",
+        "partially_refunded" => "devolvida em parte",
+        "refunded" => "devolvida",
         _ => "outra",
     }
 }
@@ -146,6 +155,12 @@ pub async fn page(
         .await?
         .into_iter()
         .map(|c| ChargeRow {
+            refunded: if c.refunded_cents > 0 { Cents(c.refunded_cents).to_string() } else { String::new() },
+            refundable: if is_refundable_status(&c.status) && c.amount_cents > c.refund_reserved_cents {
+                Cents(c.amount_cents - c.refund_reserved_cents).to_decimal()
+            } else {
+                String::new()
+            },
             id: c.id,
             status_label: status_label(&c.status),
             status: c.status,
@@ -166,6 +181,17 @@ pub async fn page(
         Some("not_pending") => Some("Essa cobrança já não estava aguardando pagamento: nada a cancelar."),
         Some("in_progress") => Some("Essa cobrança está sendo cancelada; confira em instantes."),
         Some("failed") => Some("O provedor de Pix não cancelou a cobrança agora. Tente de novo em instantes."),
+        Some("refund_offered") => Some(
+            "Devolução preparada: os botões Confirmar/Cancelar foram enviados no WhatsApp da equipe; o dinheiro só \
+             sai quando alguém da equipe tocar em Confirmar.",
+        ),
+        Some("refund_amount") => {
+            Some("Valor inválido: informe um valor maior que zero e até o que ainda pode ser devolvido.")
+        }
+        Some("not_refundable") => Some("Essa cobrança não tem valor pago a devolver."),
+        Some("no_staff") => {
+            Some("Não há número da equipe configurado ([whatsapp] staff) para receber os botões da devolução.")
+        }
         _ => None,
     };
     let page = ChargesPage { charges, chart: chart(tz, last, CHART_DAYS, &paid), nav, notice };
@@ -197,6 +223,38 @@ pub async fn cancel(
     } else {
         "not_pending"
     };
+    Ok(Redirect::to(&format!("/admin/{}/charges?ok={result}", tenant.slug)).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct RefundForm {
+    amount: String,
+}
+
+/// `POST /admin/{slug}/charges/{id}/refund`: offers the refund to the staff on WhatsApp (the
+/// refund action's buttons). Money moves only when a staff member taps Confirmar there, as for
+/// every refund; the console proposes, it does not confirm.
+pub async fn refund(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path((slug, id)): Path<(String, i64)>,
+    Form(form): Form<RefundForm>,
+) -> Result<Response, ConsoleError> {
+    let tenant = admin.tenant(&state, &slug).await?;
+    let charge = state.store.charge(tenant.id, id).await?.ok_or(ConsoleError::NotFound)?;
+    let refundable = charge.refundable();
+    let result = match Cents::parse_brl(form.amount.trim()) {
+        _ if refundable.0 == 0 => "not_refundable",
+        Ok(amount) if amount.0 > 0 && amount <= refundable => {
+            let now = state.store.db_time(Utc::now());
+            match offer_refund(&state.store, &state.replier, &tenant, &charge, amount, false, now).await? {
+                0 => "no_staff",
+                _ => "refund_offered",
+            }
+        }
+        _ => "refund_amount",
+    };
+    tracing::info!(tenant = %tenant.id, charge = id, admin = %admin.email, result, "console refund");
     Ok(Redirect::to(&format!("/admin/{}/charges?ok={result}", tenant.slug)).into_response())
 }
 

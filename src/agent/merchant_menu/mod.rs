@@ -1,13 +1,18 @@
-//! The staff's guided menu: "Nova cobrança" (amount → customer's phone → the customer's CPF
-//! or CNPJ, when the Pix provider needs one and the customer has none yet → description → the
-//! charge's Confirmar/Cancelar buttons), "Cobranças de hoje", "Agenda de hoje".
+//! The staff's guided menu, a list: "Nova cobrança" (amount → customer's phone → the
+//! customer's CPF or CNPJ, when the Pix provider needs one and the customer has none yet →
+//! description → the charge's Confirmar/Cancelar buttons), "Devolver um Pix" (a paid charge →
+//! everything or a typed amount → the refund's Confirmar/Cancelar buttons), "Cancelar
+//! cobrança" (a pending charge, closed at once), "Cobranças de hoje", "Agenda de hoje".
 //!
 //! Invariants:
 //! - the form's place is stored per conversation together with the turn that moved it and
 //!   the place before, so a retried turn reads its message against the same step again;
-//! - the charge is proposed through `propose_charge` (ledger, per-turn key) and confirmed only
-//!   by its button, like the model's;
+//! - charges and refunds are proposed through `propose_charge` and `propose_refund` (ledger,
+//!   per-turn key) and happen only on their buttons, like the model's; a cancellation goes
+//!   through `cancel_pix_charge` (ledger, keyed by the charge);
 //! - anything not understood brings back the menu; "cancelar" leaves the form.
+
+mod screens;
 
 use std::sync::Arc;
 
@@ -20,14 +25,20 @@ use crate::domain::{Cents, PayerDocument, PhoneE164};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{FieldKind, normalize_text};
 use crate::ledger::{Executor, Outcome, Tool};
-use crate::messages::{MerchantText as M, merchant_text, when_at};
-use crate::store::{ChargeStore, MenuStore, Store};
-use crate::whatsapp::message::{BUTTON_TITLE_MAX, clip};
-use crate::whatsapp::{OutboundMessage, ReplyButton};
+use crate::messages::{MerchantText as M, merchant_text};
+use crate::store::{MenuStore, Store};
+use crate::whatsapp::OutboundMessage;
 
 const NEW_CHARGE: &str = "m:charge";
+const REFUND: &str = "m:refund";
+const WITHDRAW: &str = "m:withdraw";
 const TODAY: &str = "m:today";
 const AGENDA: &str = "m:agenda";
+/// A charge picked from the refund list: `m:refund:{id}`; everything: `m:refund_all:{id}`.
+const REFUND_CHARGE: &str = "m:refund:";
+const REFUND_ALL: &str = "m:refund_all:";
+/// A charge picked from the cancellation list: `m:withdraw:{id}`.
+const WITHDRAW_CHARGE: &str = "m:withdraw:";
 
 /// Where the merchant is in the "Nova cobrança" form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +57,10 @@ enum Form {
         phone: PhoneE164,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         document: Option<PayerDocument>,
+    },
+    /// "Devolver um Pix": the charge picked; the amount is next.
+    RefundAmount {
+        charge_id: i64,
     },
 }
 
@@ -83,22 +98,21 @@ fn text(screen: M<'_>) -> anyhow::Result<OutboundMessage> {
 
 impl MerchantMenu {
     fn menu(&self, turn: &Turn, body: Option<String>) -> anyhow::Result<OutboundMessage> {
-        let button = |id: &str, label| -> anyhow::Result<ReplyButton> {
-            Ok(ReplyButton { id: id.to_owned(), title: clip(&merchant_text(label)?, BUTTON_TITLE_MAX) })
-        };
         let body = match body {
             Some(b) => b,
             None => merchant_text(M::Menu { business: &turn.tenant.name })?,
         };
-        Ok(OutboundMessage::buttons(
-            body,
-            None,
-            vec![
-                button(NEW_CHARGE, M::NewChargeButton)?,
-                button(TODAY, M::TodayButton)?,
-                button(AGENDA, M::AgendaButton)?,
-            ],
-        )?)
+        let rows = [
+            (NEW_CHARGE, M::NewChargeButton),
+            (REFUND, M::RefundButton),
+            (WITHDRAW, M::WithdrawButton),
+            (TODAY, M::TodayButton),
+            (AGENDA, M::AgendaButton),
+        ]
+        .into_iter()
+        .map(|(id, label)| screens::row(id.to_owned(), merchant_text(label)?, None))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+        screens::list(body, &merchant_text(M::MenuButton)?, rows)
     }
 
     async fn form(&self, turn: &Turn) -> anyhow::Result<Option<Form>> {
@@ -124,60 +138,6 @@ impl MerchantMenu {
         self.executor.execute(tool.as_ref(), &turn.call_context(None), &input).await
     }
 
-    async fn charges_today(&self, turn: &Turn) -> anyhow::Result<OutboundMessage> {
-        let tz = turn.tenant.timezone;
-        let today = Utc::now().with_timezone(&tz).date_naive();
-        let since = today
-            .and_hms_opt(0, 0, 0)
-            .and_then(|t| t.and_local_timezone(tz).earliest())
-            .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
-        let charges = self.store.charges(turn.tenant.id, None, since, 50).await?;
-        if charges.is_empty() {
-            return self.menu(turn, Some(merchant_text(M::NoCharges)?));
-        }
-        let lines = charges
-            .iter()
-            .map(|c| {
-                merchant_text(M::ChargeLine {
-                    amount: &c.amount().to_string(),
-                    customer: &c.customer_phone,
-                    description: &c.description,
-                    status: &c.status,
-                })
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let total = Cents(charges.iter().filter(|c| c.status == "paid").map(|c| c.amount_cents).sum()).to_string();
-        self.menu(turn, Some(merchant_text(M::ChargesToday { lines, total })?))
-    }
-
-    async fn agenda_today(&self, turn: &Turn) -> anyhow::Result<OutboundMessage> {
-        let tz = turn.tenant.timezone;
-        let today = Utc::now().with_timezone(&tz).date_naive();
-        let rows = crate::agent::tools::agenda_of(&self.store, &turn.tenant, today)
-            .await
-            .map_err(|e| anyhow::anyhow!("agenda failed: {e:?}"))?;
-        if rows.is_empty() {
-            return self.menu(turn, Some(merchant_text(M::NoAgenda)?));
-        }
-        let lines = rows
-            .iter()
-            .map(|a| {
-                let when = a["starts_at"]
-                    .as_str()
-                    .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-                    .map(|t| when_at(tz, t.with_timezone(&Utc)))
-                    .unwrap_or_default();
-                format!(
-                    "{when} — {} com {} — {}",
-                    a["service"].as_str().unwrap_or("?"),
-                    a["professional"].as_str().unwrap_or("?"),
-                    a["customer"].as_str().or(a["customer_phone"].as_str()).unwrap_or("?")
-                )
-            })
-            .collect();
-        self.menu(turn, Some(merchant_text(M::Agenda { lines })?))
-    }
-
     /// Whether the Pix provider needs the CPF or CNPJ of the customer at `phone` and nobody
     /// gave it yet.
     async fn needs_document(&self, turn: &Turn, phone: &PhoneE164) -> anyhow::Result<bool> {
@@ -192,9 +152,25 @@ impl MerchantMenu {
         let Some(last) = turn.messages.last() else { return Ok((Some(self.menu(turn, None)?), None)) };
         match last.reply_id.as_deref() {
             Some(NEW_CHARGE) => return Ok((Some(text(M::AskAmount)?), Some(Form::Amount))),
+            Some(REFUND) => return Ok((Some(self.refund_list(turn).await?), None)),
+            Some(WITHDRAW) => return Ok((Some(self.withdraw_list(turn).await?), None)),
             Some(TODAY) => return Ok((Some(self.charges_today(turn).await?), None)),
             Some(AGENDA) => return Ok((Some(self.agenda_today(turn).await?), None)),
-            Some(_) => return Ok((Some(self.menu(turn, None)?), None)),
+            Some(id) => {
+                if let Some(charge_id) = id.strip_prefix(REFUND_CHARGE).and_then(|c| c.parse().ok()) {
+                    return Ok((
+                        Some(self.ask_refund_amount(turn, charge_id).await?),
+                        Some(Form::RefundAmount { charge_id }),
+                    ));
+                }
+                if let Some(charge_id) = id.strip_prefix(REFUND_ALL).and_then(|c| c.parse().ok()) {
+                    return Ok((self.propose_refund(turn, charge_id, None).await?, None));
+                }
+                if let Some(charge_id) = id.strip_prefix(WITHDRAW_CHARGE).and_then(|c| c.parse().ok()) {
+                    return Ok((Some(self.withdraw(turn, charge_id).await?), None));
+                }
+                return Ok((Some(self.menu(turn, None)?), None));
+            }
             None => {}
         }
         let body = last.body.as_deref().unwrap_or("").trim();
@@ -222,6 +198,10 @@ impl MerchantMenu {
                     Some(Form::Description { amount, phone, document: Some(document) }),
                 ),
                 None => (Some(text(M::InvalidDocument)?), Some(Form::Document { amount, phone })),
+            },
+            Some(Form::RefundAmount { charge_id }) => match Cents::parse_brl(body) {
+                Ok(amount) if amount.0 > 0 => (self.propose_refund(turn, charge_id, Some(amount)).await?, None),
+                _ => (Some(text(M::InvalidAmount)?), Some(Form::RefundAmount { charge_id })),
             },
             Some(Form::Description { amount, phone, document }) => {
                 let description = FieldKind::Label.normalize(&json!(body)).ok();

@@ -1,0 +1,38 @@
+-- Refunds (devoluções) of paid charges, each one a confirmed refund action executed through the
+-- ledger. A charge keeps two sums: what confirmed refunds hold back (refund_reserved_cents, raised
+-- by one conditional update that never lets it pass the charge's amount, so two refunds racing
+-- for the same money cannot both go out) and what the provider confirmed given back
+-- (refunded_cents). refund_offered_at records that a charge due for a refund (paid too late)
+-- was offered to the staff with buttons.
+ALTER TABLE charges ADD COLUMN refund_reserved_cents BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE charges ADD COLUMN refunded_cents BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE charges ADD COLUMN refund_offered_at TIMESTAMPTZ;
+CREATE INDEX charges_refund_unoffered ON charges (id) WHERE status = 'refund_due' AND refund_offered_at IS NULL;
+
+CREATE TABLE refunds (
+    id                       BIGSERIAL PRIMARY KEY,
+    tenant_id                BIGINT NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    charge_id                BIGINT NOT NULL REFERENCES charges (id),
+    -- The confirmed refund action it executes.
+    action_id                TEXT NOT NULL REFERENCES pending_actions (id),
+    idempotency_key          TEXT NOT NULL,
+    -- Our id for it at the provider, derived from the key (Bacen's devolução id, Mercado Pago's
+    -- idempotency key, the marker in Asaas's description).
+    refund_id                TEXT NOT NULL,
+    gateway                  TEXT NOT NULL,
+    provider_ref             TEXT,
+    amount_cents             BIGINT NOT NULL CHECK (amount_cents > 0),
+    -- processing | done | failed
+    status                   TEXT NOT NULL,
+    reason                   TEXT,
+    -- Where the staff member who confirmed it is told.
+    merchant_conversation_id BIGINT REFERENCES conversations (id),
+    created_at               TIMESTAMPTZ NOT NULL,
+    updated_at               TIMESTAMPTZ NOT NULL,
+    settled_at               TIMESTAMPTZ,
+    UNIQUE (tenant_id, idempotency_key),
+    UNIQUE (tenant_id, refund_id),
+    UNIQUE (tenant_id, action_id)
+);
+CREATE INDEX refunds_of_charge ON refunds (tenant_id, charge_id);
+CREATE INDEX refunds_processing ON refunds (updated_at) WHERE status = 'processing';

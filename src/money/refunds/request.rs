@@ -1,0 +1,142 @@
+//! Executing a confirmed refund action, inside its ledger call: reserve the money, ask the
+//! provider (looking the refund up first after an unknown outcome), record what it said.
+
+use serde_json::{Value, json};
+
+use super::Refund;
+use super::settle::apply;
+use crate::domain::{ActionId, Cents, ConversationId};
+use crate::jobs::Replier;
+use crate::ledger::{LedgerState, ToolCall, ToolFailure};
+use crate::messages::{RefundText, refund_text};
+use crate::money::charges::Charge;
+use crate::pix::{ChargeRef, GatewayError, Gateways, PixSettings, RefundId, RefundReceipt, RefundRequest, RefundState};
+use crate::store::{ChargeStore, NewRefund, RefundStore, Reserved, Store};
+
+fn refusal(text: RefundText<'_>, reason: &str) -> ToolFailure {
+    let message = refund_text(text).unwrap_or_else(|e| e.to_string());
+    ToolFailure::permanent(message, json!({ "reason": reason }))
+}
+
+/// A refund request failed: unknown stays unknown (the next attempt looks it up first), a
+/// refusal is final, anything about our side (credentials, settings) is retried.
+fn refund_failure(e: GatewayError) -> ToolFailure {
+    match e {
+        GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
+        GatewayError::WindowClosed => ToolFailure::Transient(GatewayError::WindowClosed.to_string()),
+        GatewayError::Rejected(reason) => ToolFailure::permanent(
+            format!("o provedor de Pix recusou a devolução ({reason})"),
+            json!({ "reason": "provider_refused" }),
+        ),
+        other => ToolFailure::Transient(other.to_string()),
+    }
+}
+
+/// The provider request of `refund`, of `charge`.
+pub(super) fn request_of(charge: &Charge, refund: &Refund, window: crate::domain::SendWindow) -> RefundRequest {
+    RefundRequest {
+        charge: ChargeRef { txid: charge.txid.clone(), provider_ref: charge.provider_ref.clone() },
+        end_to_end_id: charge.end_to_end_id.clone(),
+        id: RefundId::from_stored(refund.refund_id.clone()),
+        provider_ref: refund.provider_ref.clone(),
+        amount: refund.amount(),
+        window,
+    }
+}
+
+/// What a confirmed refund action asks for.
+pub struct RefundOrder {
+    pub action: ActionId,
+    /// The staff member's conversation, where the action was confirmed.
+    pub merchant: ConversationId,
+    pub charge_id: i64,
+    pub amount: Cents,
+}
+
+/// Refunds the order's amount of its charge (at most once for the call's key) and says where
+/// it stands.
+pub async fn refund_charge(
+    store: &Store,
+    replier: &Replier,
+    gateways: &Gateways,
+    call: &ToolCall<'_>,
+    order: RefundOrder,
+) -> Result<Value, ToolFailure> {
+    let RefundOrder { action, merchant, charge_id, amount } = order;
+    let tenant = call.ctx.tenant;
+    let (Some(key), Some(attempt)) = (call.key, call.attempt) else {
+        return Err(ToolFailure::Transient("refunds run through the ledger".into()));
+    };
+    let charge = store.charge(tenant.id, charge_id).await.map_err(ToolFailure::storage)?.ok_or_else(|| {
+        ToolFailure::permanent(format!("charge {charge_id} not found"), json!({ "reason": "not_found" }))
+    })?;
+    let raw =
+        tenant.settings.pix.clone().ok_or_else(|| {
+            ToolFailure::permanent("Pix is not configured", json!({ "reason": "pix_not_configured" }))
+        })?;
+    let settings =
+        PixSettings::from_raw(raw).map_err(|e| ToolFailure::permanent(e, json!({ "reason": "pix_not_configured" })))?;
+    // The tenant's current provider knows only its own payments.
+    if charge.gateway != settings.gateway.as_str() {
+        return Err(refusal(RefundText::GatewayChanged { gateway: &charge.gateway }, "gateway_changed"));
+    }
+    let refund_id = RefundId::for_key(key);
+    let new = NewRefund {
+        tenant: tenant.id,
+        charge: charge_id,
+        action,
+        key,
+        refund_id: refund_id.as_str(),
+        gateway: &charge.gateway,
+        amount,
+        merchant_conversation: Some(merchant),
+    };
+    let now = store.db_time(chrono::Utc::now());
+    let refund = match store.reserve_refund(&new, now).await.map_err(ToolFailure::storage)? {
+        Reserved::Refund(refund) => refund,
+        Reserved::Exceeds { status, .. } if !crate::money::charges::is_refundable_status(&status) => {
+            return Err(refusal(RefundText::NotPaid, "not_paid"));
+        }
+        Reserved::Exceeds { refundable, .. } => {
+            return Err(refusal(RefundText::TooMuch { refundable: &refundable.to_string() }, "exceeds_refundable"));
+        }
+        Reserved::NoCharge => {
+            return Err(ToolFailure::permanent(
+                format!("charge {charge_id} not found"),
+                json!({ "reason": "not_found" }),
+            ));
+        }
+    };
+    // Settled by an attempt that died before settling the call, or by the poll meanwhile.
+    if refund.status != "processing" {
+        return Ok(refund.to_json(&charge.customer_phone));
+    }
+    let gateway = gateways.for_tenant(tenant.id, &settings).map_err(refund_failure)?;
+    // Taken over from a worker that may still be sending: a provider that does not deduplicate
+    // (Asaas) gets time to land its request before the lookup below can see it.
+    if let (Some(until), Some(lands)) = (attempt.predecessor_sends_until, gateway.late_create_window()) {
+        tokio::time::sleep_until((until + lands).into()).await;
+    }
+    let request = request_of(&charge, &refund, call.window.clone());
+    let looked_up = match attempt.previous {
+        Some(LedgerState::OutcomeUnknown | LedgerState::Running) => {
+            gateway.find_refund(&request).await.map_err(refund_failure)?
+        }
+        _ => None,
+    };
+    let receipt = match looked_up {
+        Some(found) => found,
+        None => match gateway.refund(&request).await {
+            Ok(receipt) => receipt,
+            // Refused: recorded failed below, which gives the reservation back.
+            Err(GatewayError::Rejected(reason)) => {
+                RefundReceipt { state: RefundState::Failed(reason), provider_ref: None }
+            }
+            Err(e) => return Err(refund_failure(e)),
+        },
+    };
+    // Done or refused, the staff member is told by the settlement's notice; processing, by the
+    // click's answer. A refusal is a result too: the refund was asked for and recorded failed.
+    let settled = apply(store, replier, tenant, &charge, &refund, receipt).await.map_err(ToolFailure::storage)?;
+    Ok(settled.to_json(&charge.customer_phone))
+}
