@@ -165,7 +165,12 @@ contract!(a_deposit_paid_after_the_slot_was_taken_alerts_the_merchant, |db| asyn
 
     assert_eq!(status(db, &s, &booked).await, "expired");
     assert_eq!(status(db, &s, &taken).await, "held");
-    assert_eq!(told(db, s.tenant.id, STAFF, "Devolva o valor ao cliente").await, 1);
+    assert_eq!(told(db, s.tenant.id, STAFF, "envio os botões para devolver o valor").await, 1);
+    // Its refund is offered to the staff with buttons, once.
+    let replier = local_replier(db);
+    assert_eq!(balcao::actions::offer_due_refunds(&db.store, &replier, Utc::now()).await.unwrap(), 1);
+    assert_eq!(balcao::actions::offer_due_refunds(&db.store, &replier, Utc::now()).await.unwrap(), 0);
+    assert_eq!(told(db, s.tenant.id, STAFF, "que já não valia mais").await, 1);
     assert_eq!(told(db, s.tenant.id, ANA, "vai devolver o valor").await, 1);
     assert_eq!(told(db, s.tenant.id, ANA, "está confirmado").await, 0);
     // Exactly one active booking at that time.
