@@ -312,9 +312,15 @@ impl App {
             pool.spawn("refund-poll".to_owned(), move || {
                 crate::money::refunds::run_refunds(refunds.clone(), store.clone(), SWEEP_EVERY, stop_refunds.clone())
             });
-            let (store, replier, stop_offers) = (self.store.clone(), self.replier.clone(), stop.clone());
-            pool.spawn("refund-offers".to_owned(), move || {
-                crate::actions::run_refund_offers(store.clone(), replier.clone(), SWEEP_EVERY, stop_offers.clone())
+            let refund_sweep = Arc::new(crate::actions::RefundSweep::new(
+                self.store.clone(),
+                self.replier.clone(),
+                self.gateways.clone(),
+                self.config.ledger.lease,
+            ));
+            let (store, stop_offers) = (self.store.clone(), stop.clone());
+            pool.spawn("refund-sweep".to_owned(), move || {
+                crate::actions::run_refund_sweep(refund_sweep.clone(), store.clone(), SWEEP_EVERY, stop_offers.clone())
             });
             let (store, replier, gateways, stop_poller) =
                 (self.store.clone(), self.replier.clone(), self.gateways.clone(), stop.clone());

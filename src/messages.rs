@@ -221,10 +221,13 @@ pub enum RefundText<'a> {
     TooMuch {
         refundable: &'a str,
     },
+    AllRefunded,
     NotPaid,
     GatewayChanged {
         gateway: &'a str,
     },
+    PixNotConfigured,
+    ConfirmedByAnother,
 }
 
 /// The pt-BR text of a refund message.

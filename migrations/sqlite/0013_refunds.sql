@@ -15,6 +15,9 @@ CREATE TABLE refunds (
     charge_id                INTEGER NOT NULL REFERENCES charges (id),
     -- The confirmed refund action it executes.
     action_id                TEXT NOT NULL REFERENCES pending_actions (id),
+    -- One offer sent to several staff members (the console's, a late payment's) is one refund,
+    -- whoever confirms it: their actions share this id.
+    offer_id                 TEXT,
     idempotency_key          TEXT NOT NULL,
     -- Our id for it at the provider, derived from the key (Bacen's devolução id, Mercado Pago's
     -- idempotency key, the marker in Asaas's description).
@@ -32,7 +35,8 @@ CREATE TABLE refunds (
     settled_at               TEXT,
     UNIQUE (tenant_id, idempotency_key),
     UNIQUE (tenant_id, refund_id),
-    UNIQUE (tenant_id, action_id)
+    UNIQUE (tenant_id, action_id),
+    UNIQUE (tenant_id, offer_id)
 );
 CREATE INDEX refunds_of_charge ON refunds (tenant_id, charge_id);
 CREATE INDEX refunds_processing ON refunds (updated_at) WHERE status = 'processing';

@@ -89,9 +89,14 @@ impl Tool for ExecuteAction {
                 };
                 create_charge(&self.store, &self.replier, &self.gateways, call, order).await
             }
-            ActionPayload::Refund { charge_id, amount } => {
-                let order =
-                    RefundOrder { action: id, merchant: action.conversation, charge_id: *charge_id, amount: *amount };
+            ActionPayload::Refund { charge_id, amount, offer } => {
+                let order = RefundOrder {
+                    action: id,
+                    offer: offer.as_deref(),
+                    merchant: action.conversation,
+                    charge_id: *charge_id,
+                    amount: *amount,
+                };
                 refund_charge(&self.store, &self.replier, &self.gateways, call, order).await
             }
             ActionPayload::Attendance { booking_id } => {

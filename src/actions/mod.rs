@@ -21,13 +21,15 @@ mod execute;
 mod expiry;
 mod propose;
 mod refund_offer;
+mod refund_sweep;
 
 pub use cancellation::{CANCEL_BOOKING, CancelBooking};
 pub use click::{ClickHandler, ClickOutcome, confirm_typed};
 pub use execute::ExecuteAction;
 pub use expiry::{expire_due, run_expiry};
 pub use propose::{Proposal, Proposer, offer_message, time_to_live};
-pub use refund_offer::{offer_due_refunds, offer_refund, refund_offer_text, run_refund_offers};
+pub use refund_offer::{offer_refund, refund_offer_text};
+pub use refund_sweep::{RefundSweep, offer_due_refunds, run_refund_sweep};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -114,6 +116,10 @@ pub enum ActionPayload {
     Refund {
         charge_id: i64,
         amount: crate::domain::Cents,
+        /// Shared by the actions of one offer sent to several staff members: one refund, whoever
+        /// confirms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offer: Option<String>,
     },
 }
 
@@ -145,7 +151,7 @@ impl ActionPayload {
                 format!("charge:+{}:{}:{about}", customer_phone.match_key(), amount.0)
             }
             // A new offer of the same refund replaces the old; another amount is another refund.
-            Self::Refund { charge_id, amount } => format!("refund:{charge_id}:{}", amount.0),
+            Self::Refund { charge_id, amount, .. } => format!("refund:{charge_id}:{}", amount.0),
         }
     }
 

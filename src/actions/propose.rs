@@ -77,12 +77,16 @@ pub struct Proposer {
 
 /// What the model learns when the same request was proposed and answered already.
 fn answered_json(action: &PendingAction) -> Value {
+    let executed = action.status == super::ActionStatus::Executed;
     json!({
         "status": action.status.as_str(),
         "action_id": action.id.to_string(),
         "kind": action.kind().as_str(),
-        "already_done": true,
-        "note": "This request was already proposed and answered (see status); nothing new was sent.",
+        "already_done": executed,
+        "note": format!(
+            "This request was already proposed and the person's answer is in: {}. Nothing new was sent.",
+            action.status.as_str()
+        ),
     })
 }
 
@@ -100,19 +104,12 @@ impl Proposer {
             return Err(ToolFailure::Transient("proposals run through the ledger".into()));
         };
         if let Some(trigger) = ctx.trigger_message_id {
-            let subject = proposal.payload.subject();
+            let (kind, subject) = (proposal.payload.kind(), proposal.payload.subject());
             let answered = self
                 .store
-                .actions_of_conversation(ctx.tenant.id, ctx.conversation)
+                .answered_proposal(ctx.tenant.id, ctx.conversation, trigger, kind.as_str(), &subject)
                 .await
-                .map_err(ToolFailure::storage)?
-                .into_iter()
-                .find(|a| {
-                    a.proposed_by.as_deref() == Some(trigger)
-                        && a.kind() == proposal.payload.kind()
-                        && a.payload.subject() == subject
-                        && !matches!(a.status, super::ActionStatus::Pending | super::ActionStatus::Superseded)
-                });
+                .map_err(ToolFailure::storage)?;
             if let Some(action) = answered {
                 return Ok(answered_json(&action));
             }

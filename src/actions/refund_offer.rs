@@ -6,14 +6,13 @@
 //! `crate::money::refunds`.
 
 use chrono::{DateTime, Utc};
-use tokio_util::sync::CancellationToken;
 
 use super::{ActionKind, ActionPayload, offer_message, time_to_live};
 use crate::domain::{ActionId, Cents};
 use crate::jobs::Replier;
 use crate::messages::{RefundText, refund_text};
 use crate::money::charges::{Charge, merchants};
-use crate::store::{ActionStore, NewAction, RefundStore, Store, TenantStore};
+use crate::store::{ActionStore, NewAction, Store};
 use crate::tenant::Tenant;
 
 /// What the staff are asked about refunding `amount` of `charge`; `due` when it was paid too late.
@@ -39,7 +38,8 @@ pub async fn offer_refund(
     now: DateTime<Utc>,
 ) -> anyhow::Result<usize> {
     let text = refund_offer_text(charge, amount, due)?;
-    let payload = ActionPayload::Refund { charge_id: charge.id, amount };
+    let payload =
+        ActionPayload::Refund { charge_id: charge.id, amount, offer: Some(uuid::Uuid::new_v4().simple().to_string()) };
     let expires_at = now + time_to_live(ActionKind::Refund);
     let mut offers = Vec::new();
     for to in merchants(store, replier, tenant, charge).await? {
@@ -64,7 +64,11 @@ pub async fn offer_refund(
             settle: None,
         })
         .collect();
+    if actions.is_empty() {
+        tracing::warn!(tenant = %tenant.id, charge = charge.id, "no staff number to offer a refund to ([whatsapp] staff)");
+    }
     let offered = if due {
+        // Claimed even with nobody to ask, so the sweep does not come back to it every round.
         if store.record_refund_offer(tenant.id, charge.id, &actions, now).await? { actions.len() } else { 0 }
     } else {
         for action in &actions {
@@ -77,28 +81,4 @@ pub async fn offer_refund(
         replier.wake();
     }
     Ok(offered)
-}
-
-/// Charges looked at per sweep.
-const BATCH: i64 = 50;
-
-/// Offers the refund of every charge paid too late whose staff were not offered it yet.
-pub async fn offer_due_refunds(store: &Store, replier: &Replier, now: DateTime<Utc>) -> anyhow::Result<usize> {
-    let mut offered = 0;
-    for (tenant_id, charge) in store.refunds_to_offer(BATCH).await? {
-        let Some(tenant) = store.tenant(tenant_id).await? else { continue };
-        let refundable = charge.refundable();
-        if refundable.0 > 0 {
-            offered += offer_refund(store, replier, &tenant, &charge, refundable, true, now).await?;
-        }
-    }
-    Ok(offered)
-}
-
-/// Offers due refunds every `every` until `stop`.
-pub async fn run_refund_offers(store: Store, replier: Replier, every: std::time::Duration, stop: CancellationToken) {
-    crate::supervise::periodically("offering refunds", every, stop, || {
-        offer_due_refunds(&store, &replier, store.db_time(Utc::now()))
-    })
-    .await;
 }

@@ -152,6 +152,16 @@ pub trait ActionStore {
         actions: &[NewAction<'_>],
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
+    /// The latest action about `subject` of `kind` that message `proposed_by` proposed in the
+    /// conversation and that was answered since (neither pending nor superseded).
+    async fn answered_proposal(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        proposed_by: &str,
+        kind: &str,
+        subject: &str,
+    ) -> StoreResult<Option<PendingAction>>;
     /// The conversation's actions, newest first.
     async fn actions_of_conversation(
         &self,
@@ -465,6 +475,32 @@ impl ActionStore for Store {
             tx.commit().await?;
             Ok(true)
         })
+    }
+
+    async fn answered_proposal(
+        &self,
+        tenant: TenantId,
+        conversation: ConversationId,
+        proposed_by: &str,
+        kind: &str,
+        subject: &str,
+    ) -> StoreResult<Option<PendingAction>> {
+        let row: Option<ActionRow> = reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT ", action_columns!(), " FROM pending_actions
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND proposed_by = $3 AND kind = $4 AND subject = $5
+                   AND status NOT IN ('pending', 'superseded')
+                 ORDER BY created_at DESC LIMIT 1"
+            ))
+            .bind(tenant.0)
+            .bind(conversation.0)
+            .bind(proposed_by)
+            .bind(kind)
+            .bind(subject)
+            .fetch_optional(pool)
+            .await
+        })?;
+        row.map(PendingAction::try_from).transpose()
     }
 
     async fn actions_of_conversation(

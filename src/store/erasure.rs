@@ -135,6 +135,15 @@ impl ErasureStore for Store {
                      WHERE tenant_id = $4 AND customer_conversation_id = $5",
                 )
                 .bind(text).bind(&placeholder).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+                // Refund offers of those charges quote the number and the description; the refund
+                // itself (an amount of a charge) goes on as it was.
+                sqlx::query(
+                    "UPDATE pending_actions SET offer_text = $1, updated_at = $2
+                     WHERE tenant_id = $3 AND kind = 'refund' AND EXISTS (
+                         SELECT 1 FROM charges c WHERE c.tenant_id = pending_actions.tenant_id
+                           AND c.customer_conversation_id = $4 AND pending_actions.subject LIKE 'refund:' || c.id || ':%')",
+                )
+                .bind(text).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
             }
             // The merchant's charge proposals name the customer by number (payload and subject).
             if let Some(number) = wa_id.as_deref().and_then(|digits| PhoneE164::parse(digits).ok()) {

@@ -11,8 +11,31 @@ use crate::money::refunds::Refund;
 
 macro_rules! refund_columns {
     () => {
-        "id, charge_id, action_id, idempotency_key, refund_id, gateway, provider_ref, amount_cents, status, reason, \
-         merchant_conversation_id, created_at, settled_at"
+        "id, charge_id, action_id, offer_id, idempotency_key, refund_id, gateway, provider_ref, amount_cents, status, \
+         reason, merchant_conversation_id, created_at, settled_at"
+    };
+}
+
+/// Inside a transaction: the refund recorded for `$new`'s offer, if it has one.
+macro_rules! offer_refund {
+    ($tx:expr, $new:expr) => {
+        async {
+            match $new.offer {
+                None => Ok(None),
+                Some(offer) => {
+                    sqlx::query_as::<_, Refund>(concat!(
+                        "SELECT ",
+                        refund_columns!(),
+                        " FROM refunds WHERE tenant_id = $1 AND offer_id = $2"
+                    ))
+                    .bind($new.tenant.0)
+                    .bind(offer)
+                    .fetch_optional(&mut *$tx)
+                    .await
+                }
+            }
+        }
+        .await
     };
 }
 
@@ -21,6 +44,8 @@ pub struct NewRefund<'a> {
     pub tenant: TenantId,
     pub charge: i64,
     pub action: ActionId,
+    /// The offer it answers, when one offer went to several staff members.
+    pub offer: Option<&'a str>,
     pub key: &'a LedgerKey,
     pub refund_id: &'a str,
     pub gateway: &'a str,
@@ -33,6 +58,8 @@ pub struct NewRefund<'a> {
 pub enum Reserved {
     /// Reserved now (or by an earlier attempt of the same key, which is returned).
     Refund(Refund),
+    /// Another staff member confirmed the same offer first: that refund, and nothing reserved.
+    Sibling(Refund),
     /// The charge cannot give back that much: what it still can (zero when it is not paid).
     Exceeds {
         refundable: Cents,
@@ -46,7 +73,8 @@ pub trait RefundStore {
     /// Reserves `new.amount` of its charge and records the refund as processing, in one
     /// transaction; the reservation is one conditional update that never lets the charge's
     /// reserved sum pass its amount, so two refunds racing for the same money have one winner.
-    /// A refund already recorded under `new.key` is returned as it is.
+    /// A refund already recorded under `new.key` is returned as it is; one recorded for the same
+    /// offer (another staff member's action) as a sibling.
     async fn reserve_refund(&self, new: &NewRefund<'_>, now: DateTime<Utc>) -> StoreResult<Reserved>;
     /// Records the provider's id of a refund still processing.
     async fn note_refund_progress(
@@ -83,6 +111,9 @@ pub trait RefundStore {
     /// Refunds still processing, least recently looked at first, with their tenant; each is
     /// marked looked at.
     async fn refunds_to_poll(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>>;
+    /// Refunds still processing that were recorded before `before`, with their tenant, oldest
+    /// first: those whose call may have been abandoned are finished from these.
+    async fn stale_refunds(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>>;
     /// A payment for a charge closed here (expired, cancelled): the charge becomes `refund_due`
     /// with its payment recorded. False when it was not closed.
     async fn mark_refund_due(
@@ -125,6 +156,10 @@ impl RefundStore for Store {
                 tx.rollback().await?;
                 return Ok(Reserved::Refund(refund));
             }
+            if let Some(sibling) = offer_refund!(tx, new)? {
+                tx.rollback().await?;
+                return Ok(Reserved::Sibling(sibling));
+            }
             let reserved: Option<i64> = sqlx::query_scalar(
                 "UPDATE charges SET refund_reserved_cents = refund_reserved_cents + $1, updated_at = $2
                  WHERE tenant_id = $3 AND id = $4 AND status IN ('paid', 'refund_due', 'partially_refunded')
@@ -151,25 +186,39 @@ impl RefundStore for Store {
                     None => Reserved::NoCharge,
                 });
             }
-            let refund: Refund = sqlx::query_as(concat!(
+            // A sibling that committed since the lookup above (PostgreSQL runs both at once)
+            // wins the offer's unique id: this one's reservation is rolled back.
+            let refund: Option<Refund> = sqlx::query_as(concat!(
                 "INSERT INTO refunds
-                     (tenant_id, charge_id, action_id, idempotency_key, refund_id, gateway, amount_cents, status,
-                      merchant_conversation_id, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'processing', $8, $9, $9)
+                     (tenant_id, charge_id, action_id, offer_id, idempotency_key, refund_id, gateway, amount_cents,
+                      status, merchant_conversation_id, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'processing', $9, $10, $10)
+                 ON CONFLICT DO NOTHING
                  RETURNING ",
                 refund_columns!()
             ))
             .bind(new.tenant.0)
             .bind(new.charge)
             .bind(new.action.to_string())
+            .bind(new.offer)
             .bind(new.key.as_str())
             .bind(new.refund_id)
             .bind(new.gateway)
             .bind(new.amount.0)
             .bind(new.merchant_conversation.map(|c| c.0))
             .bind(now)
-            .fetch_one(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await?;
+            let Some(refund) = refund else {
+                tx.rollback().await?;
+                let mut again = pool.begin_write().await?;
+                let sibling = offer_refund!(again, new)?;
+                again.rollback().await?;
+                return match sibling {
+                    Some(sibling) => Ok(Reserved::Sibling(sibling)),
+                    None => Err(super::StoreError::Conflict("a refund under this key was recorded meanwhile".into())),
+                };
+            };
             tx.commit().await?;
             Ok(Reserved::Refund(refund))
         })
@@ -339,6 +388,20 @@ impl RefundStore for Store {
         Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.refund)).collect())
     }
 
+    async fn stale_refunds(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>> {
+        let rows: Vec<Row> = reading!(self, pool => {
+            sqlx::query_as(concat!(
+                "SELECT tenant_id, ", refund_columns!(), " FROM refunds WHERE status = 'processing' AND created_at <= $1
+                 ORDER BY id LIMIT $2"
+            ))
+            .bind(before)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.refund)).collect())
+    }
+
     async fn mark_refund_due(
         &self,
         tenant: TenantId,
@@ -366,7 +429,8 @@ impl RefundStore for Store {
         let rows: Vec<ChargeRow> = reading!(self, pool => {
             sqlx::query_as(concat!(
                 "SELECT tenant_id, ", charge_columns!(), " FROM charges
-                 WHERE status = 'refund_due' AND refund_offered_at IS NULL ORDER BY id LIMIT $1"
+                 WHERE status = 'refund_due' AND refund_offered_at IS NULL AND refund_reserved_cents < amount_cents
+                 ORDER BY id LIMIT $1"
             ))
             .bind(limit)
             .fetch_all(pool)

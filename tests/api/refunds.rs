@@ -157,14 +157,61 @@ contract!(two_offers_racing_for_the_same_money_refund_it_once, |db| async move {
     let (a, b) = tokio::join!(run(pending[0]), run(pending[1]));
     let executed = [&a, &b].iter().filter(|o| matches!(o, Outcome::Executed(_))).count();
     assert_eq!(executed, 1, "{a:?} / {b:?}");
-    let refused =
-        [&a, &b].iter().any(|o| matches!(o, Outcome::Failed { error, .. } if error.contains("só é possível devolver")));
+    // The loser is told why: what is left, or that it was all given back.
+    let why =
+        |e: &str| e.contains("só é possível devolver até R$ 10,00") || e.contains("já foi devolvido ou está sendo");
+    let refused = [&a, &b].iter().any(|o| matches!(o, Outcome::Failed { error, .. } if why(error)));
     assert!(refused, "{a:?} / {b:?}");
     let done: i64 =
         db.store.refunds_of_charge(s.tenant.id, charge.id).await.unwrap().iter().map(|r| r.amount_cents).sum();
     let now = db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap();
     assert!(done == 5000 || done == 4000, "{done}");
     assert_eq!((now.refunded_cents, now.refund_reserved_cents), (done, done));
+});
+
+contract!(one_offer_to_two_staff_members_refunds_once, |db| async move {
+    let (s, _app, charge) = charged(db, true).await;
+    let replier = local_replier(db);
+    assert_eq!(offer_refund(&db.store, &replier, &s.tenant, &charge, Cents(2000), false, Utc::now()).await.unwrap(), 1);
+    let merchant = balcao::domain::ConversationId(charge.merchant_conversation_id.unwrap());
+    let first = db.store.actions_of_conversation(s.tenant.id, merchant).await.unwrap();
+    let first = first.iter().find(|a| a.kind().as_str() == "refund").unwrap();
+    // The same offer in a second staff member's conversation (a deposit's offer goes to all).
+    let other = s.customer(db, "5511977776666").await;
+    let second = ActionId::random();
+    let offer = balcao::store::NewAction {
+        id: second,
+        tenant: s.tenant.id,
+        conversation: other.conversation,
+        payload: &first.payload,
+        expires_at: first.expires_at,
+        offer_text: &first.offer_text,
+        proposed_by: None,
+        offer: None,
+        settle: None,
+    };
+    db.store.propose_action(&offer, Utc::now()).await.unwrap();
+    confirm(db, &s, first.id, "wamid.two.1").await;
+    confirm(db, &s, second, "wamid.two.2").await;
+    let tool = ExecuteAction { store: db.store.clone(), replier, gateways: sandbox_gateways() };
+    let executor = Executor::new(db.store.clone(), LEASE);
+    let run = |action: ActionId, conversation: balcao::domain::ConversationId| {
+        let (tool, executor, s) = (&tool, &executor, &s);
+        async move {
+            let contact = db.store.conversation_contact(s.tenant.id, conversation).await.unwrap().contact_id;
+            let ctx = CallContext::outside_turn(&s.tenant, contact, conversation, Utc::now());
+            executor.execute(tool, &ctx, &json!({ "action_id": action.to_string() })).await.unwrap()
+        }
+    };
+    let (a, b) = tokio::join!(run(first.id, merchant), run(second, other.conversation));
+    let executed = [&a, &b].iter().filter(|o| matches!(o, Outcome::Executed(_))).count();
+    assert_eq!(executed, 1, "{a:?} / {b:?}");
+    let told = |e: &str| e.contains("confirmada por outra pessoa da equipe");
+    assert!([&a, &b].iter().any(|o| matches!(o, Outcome::Failed { error, .. } if told(error))), "{a:?} / {b:?}");
+    let refunds = db.store.refunds_of_charge(s.tenant.id, charge.id).await.unwrap();
+    assert_eq!(refunds.iter().map(|r| r.amount_cents).collect::<Vec<_>>(), [2000]);
+    let now = db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap();
+    assert_eq!((now.refunded_cents, now.refund_reserved_cents), (2000, 2000));
 });
 
 contract!(a_payment_for_a_cancelled_charge_is_offered_back_once, |db| async move {

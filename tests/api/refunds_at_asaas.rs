@@ -1,11 +1,12 @@
 //! Refunds at a real provider's wire format (Asaas, against its loopback fake), on both
 //! databases: a refund Asaas accepts for processing is settled by its notification (or by the
 //! poll) and each party is told once; duplicate clicks make one refund at Asaas; a refund whose
-//! answer was lost is looked up, not made again.
+//! answer was lost, and whose click then gave up, is finished by the refund sweep, which looks
+//! it up and does not make it again.
 
 use std::sync::Arc;
 
-use balcao::actions::{ConfirmedVia, ExecuteAction};
+use balcao::actions::{ConfirmedVia, ExecuteAction, RefundSweep};
 use balcao::domain::{ClickId, Decision, JobId};
 use balcao::ledger::{CallContext, Executor, Outcome};
 use balcao::money::charges::Charge;
@@ -35,6 +36,10 @@ async fn notify(app: &TestApp, event_id: &str, event: &str, payment: &str) {
         .expect("notification")
         .status();
     assert_eq!(status, reqwest::StatusCode::OK);
+}
+
+fn gateways() -> Arc<Gateways> {
+    Arc::new(Gateways::new(asaas_secrets()))
 }
 
 async fn process(db: &TestDb) -> usize {
@@ -90,7 +95,7 @@ contract!(an_asaas_refund_is_settled_by_its_notification_and_told_once, |db| asy
     notify(&app, "evt_refund", "PAYMENT_PARTIALLY_REFUNDED", &payment).await;
     notify(&app, "evt_refund", "PAYMENT_PARTIALLY_REFUNDED", &payment).await;
     assert_eq!(process(db).await, 1, "stored once");
-    let refunds_sweep = Refunds::new(db.store.clone(), local_replier(db), Arc::new(Gateways::new(asaas_secrets())));
+    let refunds_sweep = Refunds::new(db.store.clone(), local_replier(db), gateways());
     refunds_sweep.sweep(Utc::now()).await.unwrap();
     let now = db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap();
     assert_eq!((now.status.as_str(), now.refunded_cents), ("partially_refunded", 2000));
@@ -148,11 +153,20 @@ contract!(an_asaas_refund_whose_answer_was_lost_is_made_once, |db| async move {
     assert!(matches!(first, Outcome::Retryable { .. }), "{first:?}");
     assert_eq!(fake.refunds_of(&payment).len(), 1, "made at Asaas, answer lost");
 
-    // The retry looks it up first (after the lost request's timeout) and sends nothing.
-    let second = executor.execute(&tool, &ctx(2), &input).await.unwrap();
-    assert!(matches!(&second, Outcome::Executed(v) if v["status"] == "processing"), "{second:?}");
+    // The click's job gives up there. The refund sweep finishes the call: it looks the refund up
+    // first (after the lost request's timeout) and sends nothing.
+    let sweep = RefundSweep::new(db.store.clone(), local_replier(db), gateways(), std::time::Duration::from_secs(10));
+    assert_eq!(sweep.resume(Utc::now()).await.unwrap(), 0, "not before it may be abandoned");
+    assert_eq!(sweep.resume(Utc::now() + TimeDelta::minutes(2)).await.unwrap(), 1);
+    assert_eq!(sweep.resume(Utc::now() + TimeDelta::minutes(2)).await.unwrap(), 0, "settled: replayed only");
     assert_eq!(fake.refunds_of(&payment).len(), 1, "one refund at Asaas");
     let refunds = db.store.refunds_of_charge(s.tenant.id, charge.id).await.unwrap();
-    assert_eq!((refunds.len(), refunds[0].amount_cents), (1, 5000));
+    assert_eq!((refunds.len(), refunds[0].amount_cents, refunds[0].status.as_str()), (1, 5000, "processing"));
+    let action = db.store.action(s.tenant.id, click.action).await.unwrap().unwrap();
+    assert_eq!(action.status, balcao::actions::ActionStatus::Executed);
+    // Asaas finishes it; the poll records it.
+    fake.settle_refunds(&payment, "DONE");
+    Refunds::new(db.store.clone(), local_replier(db), gateways()).sweep(Utc::now()).await.unwrap();
+    assert_eq!(db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap().status, "refunded");
     let _ = app;
 });

@@ -75,7 +75,8 @@ struct Stored {
 pub struct MerchantMenu {
     pub store: Store,
     pub executor: Executor,
-    /// The merchant tools (`propose_charge`, `list_charges`, `agenda`).
+    /// The merchant tools (`propose_charge`, `propose_refund`, `cancel_pix_charge`, `list_charges`,
+    /// `agenda`).
     pub tools: Vec<Arc<dyn Tool>>,
     pub replier: Replier,
 }

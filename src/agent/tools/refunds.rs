@@ -14,14 +14,9 @@ use serde_json::{Value, json};
 use crate::actions::{ActionPayload, Proposal, Proposer, refund_offer_text};
 use crate::domain::Cents;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
-use crate::messages::{RefundText, refund_text};
 use crate::money::charges::is_refundable_status;
+use crate::money::refunds::too_much;
 use crate::store::{ChargeStore, InboundStore, Store, TenantStore};
-
-fn refusal(text: RefundText<'_>, reason: &str) -> ToolFailure {
-    let message = refund_text(text).unwrap_or_else(|e| e.to_string());
-    ToolFailure::permanent(message, json!({ "reason": reason }))
-}
 
 /// Refuses a caller who is not the tenant's staff.
 async fn staff_only(store: &Store, call: &ToolCall<'_>, what: &str) -> Result<(), ToolFailure> {
@@ -84,7 +79,7 @@ impl Tool for ProposeRefund {
             ToolFailure::permanent(format!("charge {id} not found"), json!({ "reason": "not_found" }))
         })?;
         if !is_refundable_status(&charge.status) {
-            return Err(refusal(RefundText::NotPaid, "not_paid"));
+            return Err(too_much(&charge));
         }
         let refundable = charge.refundable();
         let amount = match call.args.str("amount") {
@@ -92,10 +87,10 @@ impl Tool for ProposeRefund {
             None => refundable,
         };
         if amount.0 <= 0 || amount > refundable {
-            return Err(refusal(RefundText::TooMuch { refundable: &refundable.to_string() }, "exceeds_refundable"));
+            return Err(too_much(&charge));
         }
         let text = refund_offer_text(&charge, amount, false).map_err(|e| ToolFailure::Transient(e.to_string()))?;
-        let payload = ActionPayload::Refund { charge_id: id, amount };
+        let payload = ActionPayload::Refund { charge_id: id, amount, offer: None };
         self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
     }
 }
@@ -138,6 +133,9 @@ impl Tool for CancelPixCharge {
             return Ok(json!({ "charge_id": id, "status": "cancelled" }));
         }
         match self.store.charge(tenant, id).await.map_err(ToolFailure::storage)? {
+            // Cancelled already (by this call before a crash, or by anyone): the asked-for end
+            // holds, and the withdrawal sweep takes it from there as well.
+            Some(charge) if charge.status == "cancelled" => Ok(json!({ "charge_id": id, "status": "cancelled" })),
             Some(charge) => Err(ToolFailure::permanent(
                 format!("charge {id} is {}, not pending: nothing to cancel", charge.status),
                 json!({ "reason": "not_pending", "status": charge.status }),

@@ -210,6 +210,7 @@ async fn refunds(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
     // One request (one staff message), one offer of its money, however often its turn ran.
     let sql = "SELECT proposed_by, kind, COUNT(*) FROM pending_actions \
                WHERE tenant_id = $1 AND kind IN ('charge', 'refund') AND status <> 'superseded' \
+               AND proposed_by IS NOT NULL \
                GROUP BY proposed_by, kind HAVING COUNT(*) > 1";
     let offered: Vec<(Option<String>, String, i64)> =
         on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);

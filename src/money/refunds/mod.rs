@@ -12,8 +12,10 @@
 //!   sent again, so duplicate clicks, two devices, a retry or a lost response refund once;
 //! - the money is reserved before the request goes out, by one conditional update that never
 //!   lets a charge's reserved sum pass its amount: two refunds racing for the same money (two
-//!   staff members tapping two offers) cannot both go out; a refund the provider refuses gives
-//!   its reservation back;
+//!   offers tapped on two phones) cannot both go out; one offer sent to several staff members
+//!   shares an offer id (unique per refund), so it is one refund whoever confirms; only the
+//!   provider refusing the refund gives its reservation back (our side's failures are retried,
+//!   and a call abandoned mid-way is finished by `crate::actions::RefundSweep`);
 //! - processing → done (or failed) is one conditional update that moves the charge to
 //!   `partially_refunded` or `refunded` and queues the notices in its transaction, whichever of
 //!   the click, the refund's notification or the poll gets there first: the customer is told
@@ -24,7 +26,7 @@
 mod request;
 mod settle;
 
-pub use request::{RefundOrder, refund_charge};
+pub use request::{RefundOrder, refund_charge, refund_refusal, too_much};
 pub use settle::{Refunds, check_refunds, run_refunds};
 
 use chrono::{DateTime, Utc};
@@ -38,6 +40,8 @@ pub struct Refund {
     pub id: i64,
     pub charge_id: i64,
     pub action_id: String,
+    /// The offer it answers, when one offer went to several staff members.
+    pub offer_id: Option<String>,
     pub idempotency_key: String,
     /// Our id for it at the provider (see [`crate::pix::RefundId`]).
     pub refund_id: String,
@@ -57,12 +61,13 @@ impl Refund {
         Cents(self.amount_cents)
     }
 
-    pub fn to_json(&self, customer_phone: &str) -> Value {
+    /// The refund as the ledger and the click's answer keep it (no personal data: it outlives
+    /// an erasure).
+    pub fn to_json(&self) -> Value {
         json!({
             "refund_id": self.id,
             "charge_id": self.charge_id,
             "amount": self.amount().to_decimal(),
-            "customer_phone": customer_phone,
             "status": self.status,
         })
     }

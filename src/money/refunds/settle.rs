@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Refund;
 use super::request::request_of;
-use crate::domain::{ConversationId, LedgerKey, SendWindow, TenantId};
+use crate::domain::{ConversationId, LedgerKey, SendWindow};
 use crate::jobs::Replier;
 use crate::messages::{RefundText, refund_text};
 use crate::money::charges::{Charge, inside_window, merchants};
@@ -159,7 +159,7 @@ impl Refunds {
     pub async fn sweep(&self, now: DateTime<Utc>) -> anyhow::Result<usize> {
         let mut done = 0;
         for (tenant_id, refund) in self.store.refunds_to_poll(now, BATCH).await? {
-            let Some(tenant) = self.tenant(tenant_id).await? else { continue };
+            let Some(tenant) = self.store.tenant(tenant_id).await? else { continue };
             let Some(charge) = self.store.charge(tenant_id, refund.charge_id).await? else { continue };
             if let Err(e) = check(&self.store, &self.replier, &self.gateways, &tenant, &charge, &refund).await {
                 tracing::warn!(tenant = %tenant_id, refund = refund.id, error = %e, "asking about a refund failed; next sweep");
@@ -168,10 +168,6 @@ impl Refunds {
             }
         }
         Ok(done)
-    }
-
-    async fn tenant(&self, id: TenantId) -> anyhow::Result<Option<Tenant>> {
-        Ok(self.store.tenant(id).await?)
     }
 }
 

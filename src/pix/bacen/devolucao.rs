@@ -68,8 +68,13 @@ impl BacenGateway {
             StatusCode::BAD_REQUEST | StatusCode::CONFLICT => {
                 let refusal = api::status_error(reply.status, &reply.body);
                 match self.get_devolucao(&path).await? {
-                    Some(found) if found.check_matches(id, req.amount).is_ok() => receipt(found),
-                    _ => Err(refusal),
+                    // One under our id that does not match what we asked is not a refusal: a
+                    // devolução exists, so nothing is released; the operator has to look.
+                    Some(found) => {
+                        found.check_matches(id, req.amount)?;
+                        receipt(found)
+                    }
+                    None => Err(refusal),
                 }
             }
             status => Err(api::status_error(status, &reply.body)),
@@ -113,12 +118,12 @@ impl Devolucao {
         if let Some(theirs) = self.id.as_deref()
             && theirs != id
         {
-            return Err(GatewayError::Rejected(format!(
+            return Err(GatewayError::Unknown(format!(
                 "asked for devolução {id}, the provider answered with {theirs}"
             )));
         }
         match self.valor.as_deref() {
-            Some(valor) if Cents::parse_brl(valor).ok() != Some(amount) => Err(GatewayError::Rejected(format!(
+            Some(valor) if Cents::parse_brl(valor).ok() != Some(amount) => Err(GatewayError::Unknown(format!(
                 "devolução {id} at the provider is of {valor}, not {}",
                 amount.to_decimal()
             ))),
@@ -202,12 +207,10 @@ mod tests {
     }
 
     #[test]
-    fn a_found_devolucao_must_be_ours() {
+    fn a_found_devolucao_must_be_ours_or_it_is_unknown() {
         let found: Devolucao = serde_json::from_value(serde_json::json!({ "id": "abc1", "valor": "7.89" })).unwrap();
         assert!(found.check_matches("abc1", Cents(789)).is_ok());
-        assert!(
-            matches!(found.check_matches("abc1", Cents(790)), Err(GatewayError::Rejected(m)) if m.contains("7.89"))
-        );
+        assert!(matches!(found.check_matches("abc1", Cents(790)), Err(GatewayError::Unknown(m)) if m.contains("7.89")));
         assert!(found.check_matches("abc2", Cents(789)).is_err());
     }
 

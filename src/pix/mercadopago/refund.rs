@@ -11,8 +11,9 @@
 //!   that would read as a refusal;
 //! - `provider_ref` is the refund's id. `find_refund` needs it (`GET
 //!   /v1/payments/{payment}/refunds/{refund}`, `404` → none); without it there is nothing to
-//!   look up by (a refund does not carry its key), and `None` is safe: the keyed POST sent again
-//!   returns the refund already made;
+//!   look up by (a refund does not carry its key), and `None` is safe because the caller sends
+//!   the keyed POST again (the refund sweep finishes a call whose click gave up), which returns
+//!   the refund already made;
 //! - the amount is always sent: without one Mercado Pago refunds the whole payment.
 
 use reqwest::{RequestBuilder, StatusCode};

@@ -191,9 +191,12 @@ async fn asaas_an_answer_without_the_refund_list_is_read_from_the_payment_status
     let (charge, _) = received(&fake, &gateway, "charge/v1/refund-nolist", 4550).await;
     assert_eq!(gateway.refund(&refund("refund/v1/nolist", &charge, 4550)).await.unwrap(), PROCESSING);
 
+    // Even a payment REFUNDED reads processing until a lookup lists ours as done.
     fake.refunds_done_at_once();
     let (charge, _) = received(&fake, &gateway, "charge/v1/refund-nolist-done", 4550).await;
-    assert_eq!(gateway.refund(&refund("refund/v1/nolist-done", &charge, 4550)).await.unwrap(), DONE);
+    let req = refund("refund/v1/nolist-done", &charge, 4550);
+    assert_eq!(gateway.refund(&req).await.unwrap(), PROCESSING);
+    assert_eq!(gateway.find_refund(&req).await.unwrap(), Some(DONE));
 
     // A partial refund leaves the payment received: nothing says what became of it.
     let (charge, _) = received(&fake, &gateway, "charge/v1/refund-nolist-part", 4550).await;
