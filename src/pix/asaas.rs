@@ -63,8 +63,8 @@ use super::gateway::{
     CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
     NotifiedCharge, Payer, PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
+use super::gateway::{RefundReceipt, RefundRequest};
 use super::http;
-use super::refund::{RefundReceipt, RefundRequest};
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use crate::domain::{PayerDocument, Secret};

@@ -48,7 +48,7 @@ use super::gateway::{
     CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
     PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
-use super::refund::{RefundReceipt, RefundRequest};
+use super::gateway::{RefundReceipt, RefundRequest};
 use super::secrets::{Secrets, required_secret};
 use super::settings::PixSettings;
 use super::txid::Txid;

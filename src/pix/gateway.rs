@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::refund::{RefundReceipt, RefundRequest};
+use super::refund::RefundId;
 use super::txid::Txid;
 use crate::domain::{Cents, LedgerKey, PayerDocument, PhoneE164, SendWindow};
 
@@ -91,6 +91,41 @@ pub(crate) async fn after_refused_cancel(
         PaymentState::Expired | PaymentState::Cancelled => Ok(CancelOutcome::Cancelled),
         PaymentState::Pending => Err(refusal),
     }
+}
+
+/// A refund to request, or to ask about.
+#[derive(Debug, Clone)]
+pub struct RefundRequest {
+    /// The charge whose payment is given back.
+    pub charge: ChargeRef,
+    /// The Pix that paid it, when known (Bacen refunds a Pix by its end-to-end id; a gateway
+    /// asks the charge for it when it is missing).
+    pub end_to_end_id: Option<String>,
+    pub id: RefundId,
+    /// The provider's own id for the refund, once it gave one (Mercado Pago's refund id).
+    pub provider_ref: Option<String>,
+    pub amount: Cents,
+    /// Open while the caller still holds the refund's lease.
+    pub window: SendWindow,
+}
+
+/// Where a refund stands at the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefundState {
+    /// Accepted, not settled yet: its notification or the poll settles it.
+    Processing,
+    /// The money went back to the payer.
+    Done,
+    /// The provider (or the payer's bank) refused it; nothing went back.
+    Failed(String),
+}
+
+/// What the provider answered about a refund.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundReceipt {
+    pub state: RefundState,
+    /// The provider's id for the refund, if it has one.
+    pub provider_ref: Option<String>,
 }
 
 /// A payment notification as received: the raw body and what authenticates it.

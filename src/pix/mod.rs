@@ -27,12 +27,12 @@ pub use brcode::{BrCode, BrCodeError, Field, StaticCharge, decode};
 pub use fold::fold_ascii;
 pub use gateway::{
     CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
-    NotifiedCharge, Payer, PaymentState, PixGateway, WebhookRequest,
+    NotifiedCharge, Payer, PaymentState, PixGateway, RefundReceipt, RefundRequest, RefundState, WebhookRequest,
 };
 pub use gateways::Gateways;
 pub use key::{PixKey, PixKeyError, PixKeyType};
 pub use qr::QrError;
-pub use refund::{RefundId, RefundReceipt, RefundRequest, RefundState};
+pub use refund::RefundId;
 pub use sandbox::SandboxGateway;
 pub use secrets::{EnvSecrets, MapSecrets, Secrets};
 pub use settings::{GatewayKind, PixSettings, ProviderConfig, RawPix};

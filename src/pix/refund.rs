@@ -1,5 +1,5 @@
-//! Refunds ("devoluções") at the provider: the request, our deterministic id for it, and what
-//! the provider says of it.
+//! Our id for a refund ("devolução") at the provider; the request and what the provider says
+//! of it are in [`super::gateway`].
 //!
 //! Invariants:
 //! - a [`RefundId`] is derived from the refund's ledger key (32 hex digits of its SHA-256), so
@@ -13,8 +13,7 @@
 
 use std::fmt;
 
-use super::gateway::ChargeRef;
-use crate::domain::{Cents, LedgerKey, SendWindow};
+use crate::domain::LedgerKey;
 
 /// Hex digits in a refund id: inside Bacen's `[a-zA-Z0-9]{1,35}`.
 const REFUND_ID_LEN: usize = 32;
@@ -44,41 +43,6 @@ impl fmt::Display for RefundId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// A refund to request, or to ask about.
-#[derive(Debug, Clone)]
-pub struct RefundRequest {
-    /// The charge whose payment is given back.
-    pub charge: ChargeRef,
-    /// The Pix that paid it, when known (Bacen refunds a Pix by its end-to-end id; a gateway
-    /// asks the charge for it when it is missing).
-    pub end_to_end_id: Option<String>,
-    pub id: RefundId,
-    /// The provider's own id for the refund, once it gave one (Mercado Pago's refund id).
-    pub provider_ref: Option<String>,
-    pub amount: Cents,
-    /// Open while the caller still holds the refund's lease.
-    pub window: SendWindow,
-}
-
-/// Where a refund stands at the provider.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RefundState {
-    /// Accepted, not settled yet: its notification or the poll settles it.
-    Processing,
-    /// The money went back to the payer.
-    Done,
-    /// The provider (or the payer's bank) refused it; nothing went back.
-    Failed(String),
-}
-
-/// What the provider answered about a refund.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RefundReceipt {
-    pub state: RefundState,
-    /// The provider's id for the refund, if it has one.
-    pub provider_ref: Option<String>,
 }
 
 #[cfg(test)]

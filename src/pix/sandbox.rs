@@ -7,7 +7,7 @@
 
 use super::brcode::StaticCharge;
 use super::gateway::{CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, PaymentState, PixGateway};
-use super::refund::{RefundReceipt, RefundRequest, RefundState};
+use super::gateway::{RefundReceipt, RefundRequest, RefundState};
 use super::settings::PixSettings;
 
 #[derive(Debug, Clone)]

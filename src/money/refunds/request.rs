@@ -8,14 +8,13 @@
 
 use serde_json::{Value, json};
 
-use super::Refund;
-use super::settle::apply;
+use super::settle::{apply, request_of};
 use crate::domain::{ActionId, Cents, ConversationId};
 use crate::jobs::Replier;
 use crate::ledger::{LedgerState, ToolCall, ToolFailure};
 use crate::messages::{RefundText, refund_text};
 use crate::money::charges::{Charge, is_refundable_status};
-use crate::pix::{ChargeRef, GatewayError, Gateways, PixSettings, RefundId, RefundReceipt, RefundRequest, RefundState};
+use crate::pix::{GatewayError, Gateways, PixSettings, RefundId, RefundReceipt, RefundState};
 use crate::store::{ChargeStore, NewRefund, RefundStore, Reserved, Store};
 
 /// A refusal before anything was reserved or sent, in words for the staff (the click's answer
@@ -45,18 +44,6 @@ fn retry(e: GatewayError) -> ToolFailure {
     match e {
         GatewayError::Unknown(reason) => ToolFailure::Unknown(reason),
         other => ToolFailure::Transient(other.to_string()),
-    }
-}
-
-/// The provider request of `refund`, of `charge`.
-pub(super) fn request_of(charge: &Charge, refund: &Refund, window: crate::domain::SendWindow) -> RefundRequest {
-    RefundRequest {
-        charge: ChargeRef { txid: charge.txid.clone(), provider_ref: charge.provider_ref.clone() },
-        end_to_end_id: charge.end_to_end_id.clone(),
-        id: RefundId::from_stored(refund.refund_id.clone()),
-        provider_ref: refund.provider_ref.clone(),
-        amount: refund.amount(),
-        window,
     }
 }
 

@@ -9,18 +9,29 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::Refund;
-use super::request::request_of;
 use crate::domain::{ConversationId, LedgerKey, SendWindow};
 use crate::jobs::Replier;
 use crate::messages::{RefundText, refund_text};
 use crate::money::charges::{Charge, inside_window, merchants};
-use crate::pix::{Gateways, PixSettings, RefundReceipt, RefundState};
+use crate::pix::{ChargeRef, Gateways, PixSettings, RefundId, RefundReceipt, RefundRequest, RefundState};
 use crate::store::{ChargeStore, Destination, NewOutbound, RefundStore, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
 /// Refunds and charges looked at per sweep.
 const BATCH: i64 = 50;
+
+/// The provider request of `refund`, of `charge`.
+pub(super) fn request_of(charge: &Charge, refund: &Refund, window: crate::domain::SendWindow) -> RefundRequest {
+    RefundRequest {
+        charge: ChargeRef { txid: charge.txid.clone(), provider_ref: charge.provider_ref.clone() },
+        end_to_end_id: charge.end_to_end_id.clone(),
+        id: RefundId::from_stored(refund.refund_id.clone()),
+        provider_ref: refund.provider_ref.clone(),
+        amount: refund.amount(),
+        window,
+    }
+}
 
 /// The staff who hear of `refund`: the one who confirmed it, else whoever speaks for the charge.
 async fn staff_of(

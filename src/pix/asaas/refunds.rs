@@ -22,8 +22,9 @@ use serde_json::{Value, json};
 
 use super::{AsaasGateway, Payment};
 use crate::pix::gateway::GatewayError;
+use crate::pix::gateway::{RefundReceipt, RefundRequest, RefundState};
 use crate::pix::http;
-use crate::pix::refund::{RefundId, RefundReceipt, RefundRequest, RefundState};
+use crate::pix::refund::RefundId;
 
 impl AsaasGateway {
     /// The refund already made under `req.id`, or a new one posted while the window is open.

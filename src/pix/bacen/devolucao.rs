@@ -24,7 +24,7 @@ use serde::Deserialize;
 use super::{BacenGateway, api};
 use crate::domain::Cents;
 use crate::pix::gateway::GatewayError;
-use crate::pix::refund::{RefundReceipt, RefundRequest, RefundState};
+use crate::pix::gateway::{RefundReceipt, RefundRequest, RefundState};
 use crate::pix::txid::Txid;
 
 /// `DevolucaoId` is `[a-zA-Z0-9]{1,35}`; an end-to-end id has 32 such characters, and PSPs'

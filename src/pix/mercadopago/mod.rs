@@ -56,8 +56,8 @@ use crate::pix::gateway::{
     CancelOutcome, ChargeRef, ChargeRequest, CreatedCharge, GatewayError, Notification, NotificationError,
     PaymentState, PixGateway, WebhookRequest, after_refused_cancel,
 };
+use crate::pix::gateway::{RefundReceipt, RefundRequest};
 use crate::pix::http;
-use crate::pix::refund::{RefundReceipt, RefundRequest};
 use crate::pix::secrets::{Secrets, required_secret};
 use crate::pix::settings::{PixSettings, ProviderConfig};
 

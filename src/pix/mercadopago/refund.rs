@@ -22,8 +22,8 @@ use serde_json::json;
 
 use super::{MercadoPagoGateway, PROVIDER, readable_error, string_or_number};
 use crate::pix::gateway::{ChargeRef, GatewayError};
+use crate::pix::gateway::{RefundReceipt, RefundRequest, RefundState};
 use crate::pix::http;
-use crate::pix::refund::{RefundReceipt, RefundRequest, RefundState};
 
 const IDEMPOTENCY_HEADER: &str = "X-Idempotency-Key";
 const IN_PROCESS_HEADER: &str = "X-Render-In-Process-Refunds";
