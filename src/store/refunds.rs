@@ -111,8 +111,9 @@ pub trait RefundStore {
     /// Refunds still processing, least recently looked at first, with their tenant; each is
     /// marked looked at.
     async fn refunds_to_poll(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>>;
-    /// Refunds still processing that were recorded before `before`, with their tenant, oldest
-    /// first: those whose call may have been abandoned are finished from these.
+    /// Refunds still processing, recorded before `before`, whose ledger call is unsettled
+    /// (running, outcome unknown, or failed for now), with their tenant, oldest first: the calls
+    /// a dead or gave-up job may have abandoned. One settled is left to the poll.
     async fn stale_refunds(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>>;
     /// A payment for a charge closed here (expired, cancelled): the charge becomes `refund_due`
     /// with its payment recorded. False when it was not closed.
@@ -365,33 +366,29 @@ impl RefundStore for Store {
     }
 
     async fn refunds_to_poll(&self, now: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>> {
+        // Picked and marked looked at in one statement, least recently looked at first.
         let rows: Vec<Row> = writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let rows: Vec<Row> = sqlx::query_as(concat!(
-                "SELECT tenant_id, ", refund_columns!(), " FROM refunds WHERE status = 'processing'
-                 ORDER BY updated_at, id LIMIT $1"
+            sqlx::query_as(concat!(
+                "UPDATE refunds SET updated_at = $1
+                 WHERE id IN (SELECT id FROM refunds WHERE status = 'processing' ORDER BY updated_at, id LIMIT $2)
+                 RETURNING tenant_id, ", refund_columns!()
             ))
+            .bind(now)
             .bind(limit)
-            .fetch_all(&mut *tx)
-            .await?;
-            for row in &rows {
-                sqlx::query("UPDATE refunds SET updated_at = $1 WHERE tenant_id = $2 AND id = $3")
-                    .bind(now)
-                    .bind(row.tenant_id)
-                    .bind(row.refund.id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-            rows
-        });
+            .fetch_all(pool)
+            .await
+        })?;
         Ok(rows.into_iter().map(|r| (TenantId(r.tenant_id), r.refund)).collect())
     }
 
     async fn stale_refunds(&self, before: DateTime<Utc>, limit: i64) -> StoreResult<Vec<(TenantId, Refund)>> {
         let rows: Vec<Row> = reading!(self, pool => {
             sqlx::query_as(concat!(
-                "SELECT tenant_id, ", refund_columns!(), " FROM refunds WHERE status = 'processing' AND created_at <= $1
+                "SELECT tenant_id, ", refund_columns!(), " FROM refunds r
+                 WHERE status = 'processing' AND created_at <= $1
+                   AND EXISTS (SELECT 1 FROM agent_tool_executions e
+                               WHERE e.tenant_id = r.tenant_id AND e.idempotency_key = r.idempotency_key
+                                 AND e.status IN ('running', 'outcome_unknown', 'failed_transient'))
                  ORDER BY id LIMIT $2"
             ))
             .bind(before)

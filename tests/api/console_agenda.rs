@@ -12,6 +12,7 @@ use serde_json::json;
 
 use crate::contract;
 use crate::support::clicks::inbox;
+use crate::support::clicks::told;
 use crate::support::common::{TestApp, TestDb, local_test_config};
 use crate::support::console::Console;
 use crate::support::queue::timing;
@@ -79,10 +80,6 @@ fn block(html: &str, id: i64) -> String {
     let start = html[..at].rfind('<').unwrap();
     let end = at + html[at..].find('>').unwrap();
     html[start..=end].to_owned()
-}
-
-fn told(messages: &[balcao::whatsapp::OutboundMessage], needle: &str) -> usize {
-    messages.iter().filter(|m| m.body().contains(needle)).count()
 }
 
 contract!(the_day_grid_shows_a_booking_in_its_professionals_column_at_local_time, |db| async move {

@@ -13,7 +13,7 @@ use balcao::store::{ChargeStore, PaymentStore};
 use serde_json::json;
 
 use crate::contract;
-use crate::support::clicks::{CUSTOMER, button, inbox, post, propose_charge};
+use crate::support::clicks::{CUSTOMER, button, inbox, post, propose_charge, told};
 use crate::support::common::{TestApp, local_test_config};
 use crate::support::fake_asaas::{FakeAsaas, WEBHOOK_TOKEN};
 use crate::support::payloads::text;
@@ -31,10 +31,6 @@ async fn notify(app: &TestApp, token: &str, event: &str, payment: &str) -> reqwe
         .await
         .expect("notification")
         .status()
-}
-
-fn told(messages: &[balcao::whatsapp::OutboundMessage], needle: &str) -> usize {
-    messages.iter().filter(|m| m.body().contains(needle)).count()
 }
 
 contract!(a_provider_payment_is_recorded_and_announced_once, |db| async move {

@@ -9,13 +9,12 @@ use balcao::domain::{ActionId, Cents, ClickId, Decision, TenantId};
 use balcao::ledger::{CallContext, Executor, Outcome};
 use balcao::money::charges::{Charge, take_payment};
 use balcao::store::{ActionStore, ChargeStore, Decider, InboundStore, RefundStore};
-use balcao::whatsapp::OutboundMessage;
 use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 
 use crate::contract;
 use crate::support::clicks::{
-    CUSTOMER, ask_refund, button, inbox, last_buttons, last_rows, pick, post, propose_charge,
+    CUSTOMER, ask_refund, button, inbox, last_buttons, last_rows, pick, post, propose_charge, told,
 };
 use crate::support::common::{TestApp, TestDb, local_test_config, sandbox_gateways};
 use crate::support::console::Console;
@@ -44,10 +43,6 @@ async fn charged(db: &TestDb, paid: bool) -> (Scenario, TestApp, Charge) {
 
 async fn charges(db: &TestDb, tenant: TenantId) -> Vec<Charge> {
     db.store.charges(tenant, None, Utc::now() - TimeDelta::days(1), 100).await.unwrap()
-}
-
-fn told(messages: &[OutboundMessage], needle: &str) -> usize {
-    messages.iter().filter(|m| m.body().contains(needle)).count()
 }
 
 contract!(a_paid_charge_is_refunded_by_the_staff_button_once, |db| async move {

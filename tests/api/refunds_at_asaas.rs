@@ -17,7 +17,7 @@ use chrono::{TimeDelta, Utc};
 use serde_json::json;
 
 use crate::contract;
-use crate::support::clicks::{CUSTOMER, ask_refund, button, inbox, last_buttons, post, propose_charge};
+use crate::support::clicks::{CUSTOMER, ask_refund, button, inbox, last_buttons, post, propose_charge, told};
 use crate::support::common::{TestApp, TestDb};
 use crate::support::fake_asaas::{FakeAsaas, Fault, Route, WEBHOOK_TOKEN};
 use crate::support::payloads::text;
@@ -66,10 +66,6 @@ async fn paid_at_asaas(db: &TestDb, pix: &str) -> (FakeAsaas, Scenario, TestApp,
     let charge = db.store.charge(s.tenant.id, charge.id).await.unwrap().unwrap();
     assert_eq!(charge.status, "paid");
     (fake, s, app, charge)
-}
-
-fn told(messages: &[balcao::whatsapp::OutboundMessage], needle: &str) -> usize {
-    messages.iter().filter(|m| m.body().contains(needle)).count()
 }
 
 contract!(an_asaas_refund_is_settled_by_its_notification_and_told_once, |db| async move {

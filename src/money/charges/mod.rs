@@ -41,6 +41,15 @@ pub fn is_refundable_status(status: &str) -> bool {
     REFUNDABLE_STATUSES.contains(&status)
 }
 
+/// What a charge of `status` and `amount_cents`, of which refunds hold `reserved_cents`, may
+/// still give back.
+pub fn refundable(status: &str, amount_cents: i64, reserved_cents: i64) -> Cents {
+    if !is_refundable_status(status) {
+        return Cents(0);
+    }
+    Cents((amount_cents - reserved_cents).max(0))
+}
+
 /// A charge as stored.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Charge {
@@ -83,10 +92,7 @@ impl Charge {
 
     /// What may still be refunded: the amount less what refunds already hold back.
     pub fn refundable(&self) -> Cents {
-        if !is_refundable_status(&self.status) {
-            return Cents(0);
-        }
-        Cents((self.amount_cents - self.refund_reserved_cents).max(0))
+        refundable(&self.status, self.amount_cents, self.refund_reserved_cents)
     }
 
     /// The charge as the model and the merchant's answers see it.

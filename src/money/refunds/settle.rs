@@ -66,12 +66,14 @@ pub(super) async fn apply(
     let now = store.db_time(Utc::now());
     let amount = refund.amount().to_string();
     let key = |part: &str| format!("refund:{}:{part}", refund.refund_id);
-    let staff = staff_of(store, replier, tenant, charge, refund).await?;
-    match receipt.state {
+    // Who hears of it is looked up only when it settles (not at every poll of one processing).
+    let settled = match receipt.state {
         RefundState::Processing => {
             store.note_refund_progress(tenant.id, refund.id, receipt.provider_ref.as_deref(), now).await?;
+            None
         }
         RefundState::Done => {
+            let staff = staff_of(store, replier, tenant, charge, refund).await?;
             let mut notices = Vec::new();
             // Outside the 24-hour window no free text reaches the customer; their bank shows
             // the devolução anyway.
@@ -91,26 +93,37 @@ pub(super) async fn apply(
             }
             let settled = store
                 .settle_refund(tenant.id, refund.id, receipt.provider_ref.as_deref(), &|_| notices.clone(), now)
-                .await?;
+                .await?
+                .map(|(refund, _)| refund);
             if settled.is_some() {
                 tracing::info!(tenant = %tenant.id, charge = charge.id, refund = refund.id, "refund done");
                 replier.wake();
             }
+            settled
         }
         RefundState::Failed(reason) => {
+            let staff = staff_of(store, replier, tenant, charge, refund).await?;
             let text = refund_text(RefundText::Failed { number: charge.id, amount: &amount, reason: &reason })?;
             let mut notices = Vec::new();
             for to in &staff {
                 notices.extend(text_to(to, key(&format!("failed:{}", to.conversation)), &text)?);
             }
-            if store.fail_refund(tenant.id, refund.id, &reason, &notices, now).await?.is_some() {
+            let failed = store.fail_refund(tenant.id, refund.id, &reason, &notices, now).await?;
+            if failed.is_some() {
                 tracing::warn!(tenant = %tenant.id, charge = charge.id, refund = refund.id, %reason, "refund refused");
                 replier.wake();
             }
+            failed
+        }
+    };
+    match settled {
+        Some(refund) => Ok(refund),
+        // Still processing, or settled meanwhile by another path: as it stands now.
+        None => {
+            let key = LedgerKey::from_stored(refund.idempotency_key.clone());
+            store.refund_by_key(tenant.id, &key).await?.ok_or_else(|| anyhow::anyhow!("refund {} vanished", refund.id))
         }
     }
-    let key = LedgerKey::from_stored(refund.idempotency_key.clone());
-    store.refund_by_key(tenant.id, &key).await?.ok_or_else(|| anyhow::anyhow!("refund {} vanished", refund.id))
 }
 
 /// Asks the provider about `refund` (still processing) and records the answer.

@@ -98,6 +98,11 @@ pub(crate) async fn ask_refund(
     inbox(db, s.tenant.id, STAFF).await.pop().expect("an answer")
 }
 
+/// How many of `messages` contain `needle`.
+pub(crate) fn told(messages: &[OutboundMessage], needle: &str) -> usize {
+    messages.iter().filter(|m| m.body().contains(needle)).count()
+}
+
 /// The row ids of the last message, a list.
 pub fn last_rows(messages: &[OutboundMessage]) -> Vec<String> {
     match messages.last() {

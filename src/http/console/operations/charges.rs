@@ -20,7 +20,7 @@ use crate::http::console::auth::{Admin, csrf_field};
 use crate::http::console::error::{ConsoleError, render};
 use crate::http::console::page::{Nav, Section, local_time as at};
 use crate::ledger::Outcome;
-use crate::money::charges::{Withdrawals, is_refundable_status};
+use crate::money::charges::{Withdrawals, refundable};
 use crate::store::{ChargeStore, ConsoleOpsStore};
 
 /// Days in the chart, today included.
@@ -156,10 +156,9 @@ pub async fn page(
         .into_iter()
         .map(|c| ChargeRow {
             refunded: if c.refunded_cents > 0 { Cents(c.refunded_cents).to_string() } else { String::new() },
-            refundable: if is_refundable_status(&c.status) && c.amount_cents > c.refund_reserved_cents {
-                Cents(c.amount_cents - c.refund_reserved_cents).to_decimal()
-            } else {
-                String::new()
+            refundable: match refundable(&c.status, c.amount_cents, c.refund_reserved_cents) {
+                Cents(0) => String::new(),
+                left => left.to_decimal(),
             },
             id: c.id,
             status_label: status_label(&c.status),
