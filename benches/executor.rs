@@ -96,6 +96,7 @@ async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, Conversa
         context_id: None,
         sent_at: None,
         raw: json!({}),
+        simulated_by: None,
     };
     let timing = TurnTiming { debounce: TimeDelta::zero(), debounce_max: TimeDelta::zero(), max_attempts: 1 };
     let Ok(Recorded::New { conversation, .. }) =

@@ -83,6 +83,7 @@ fn inbound(run: &str, i: usize) -> NewInbound {
         context_id: None,
         sent_at: None,
         raw: serde_json::json!({ "id": wamid(run, i) }),
+        simulated_by: None,
     }
 }
 

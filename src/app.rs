@@ -163,6 +163,7 @@ impl App {
             metrics.clone(),
             wake_sender,
             local_mode,
+            config.whatsapp.privacy_key.clone(),
         );
         let secure_cookies = config.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
         let stopping = CancellationToken::new();
@@ -171,6 +172,7 @@ impl App {
             tenants: Default::default(),
             metrics: metrics.clone(),
             app_secret: config.whatsapp.app_secret.clone(),
+            privacy_key: config.whatsapp.privacy_key.clone(),
             verify_token: config.whatsapp.verify_token.clone(),
             intake: GroupCommit::start(
                 store.clone(),
@@ -180,6 +182,7 @@ impl App {
             ),
             wake_workers: wake_workers.clone(),
             admin_token: config.admin_token.clone(),
+            trusted_proxy_header: config.trusted_proxy_header.clone(),
             simulator_open: local_mode && loopback,
             replier: replier.clone(),
             gateways: gateways.clone(),
@@ -356,7 +359,9 @@ impl App {
         ));
         tracing::info!(addr = %self.listener.local_addr()?, backend = self.store.backend(), "balcão is listening");
         let (http_stop, streams) = (stop.clone(), self.stopping.clone());
-        axum::serve(self.listener, self.router)
+        // The peer address is a console login's source (the throttle's key).
+        let service = self.router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(self.listener, service)
             .with_graceful_shutdown(async move {
                 tokio::select! {
                     () = shutdown => {}

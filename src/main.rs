@@ -71,6 +71,15 @@ enum AdminCommand {
         #[arg(long)]
         tenant: String,
     },
+    /// Turn on the admin's second factor: prints a new secret to add to an authenticator app
+    /// (a QR code and an otpauth:// link); from then on the console asks for its code. Running
+    /// it again replaces the secret.
+    Totp {
+        email: String,
+        /// Turn the second factor off instead.
+        #[arg(long)]
+        off: bool,
+    },
 }
 
 #[tokio::main]
@@ -138,6 +147,21 @@ async fn main() -> anyhow::Result<()> {
             let store = open_store(&config).await?;
             let id = balcao::http::console::auth::add_admin(&store, &email, &password, &tenant).await?;
             println!("admin {email} (id {id}) can open /admin for {tenant}");
+            Ok(())
+        }
+        Command::Admin { command: AdminCommand::Totp { email, off } } => {
+            let store = open_store(&config).await?;
+            match balcao::http::console::auth::set_totp(&store, &email, !off).await? {
+                Some(secret) => {
+                    let uri = secret.uri("Balcão", &email.trim().to_lowercase());
+                    let qr = qrcode::QrCode::new(uri.as_bytes()).context("failed to draw the QR code")?;
+                    println!("{}", qr.render::<qrcode::render::unicode::Dense1x2>().quiet_zone(true).build());
+                    println!("Scan it with an authenticator app, or add this secret by hand: {}", secret.base32());
+                    println!("{uri}");
+                    println!("From now on {email} signs in to the console with a code from that app.");
+                }
+                None => println!("{email} signs in with the password only."),
+            }
             Ok(())
         }
         Command::Tenant { command: TenantCommand::Apply { file } } => {
@@ -222,6 +246,13 @@ async fn open_store(config: &Config) -> anyhow::Result<Store> {
         .await
         .with_context(|| format!("failed to open the database at {}", config.database_url))?;
     store.migrate().await.context("failed to apply migrations")?;
+    let hashed = store
+        .hash_stored_message_ids(&config.whatsapp.privacy_key)
+        .await
+        .context("failed to hash stored message ids")?;
+    if hashed > 0 {
+        tracing::info!(hashed, "hashed message ids stored before this version");
+    }
     Ok(store)
 }
 

@@ -91,7 +91,7 @@ fn why_not(action: &PendingAction, by: &Decider<'_>, now: chrono::DateTime<Utc>)
     }
     match action.status {
         ActionStatus::Confirmed | ActionStatus::Executed | ActionStatus::Failed => ClickOutcome::AlreadyConfirmed,
-        ActionStatus::Declined => ClickOutcome::AlreadyDeclined,
+        ActionStatus::Declined | ActionStatus::Cancelled => ClickOutcome::AlreadyDeclined,
         ActionStatus::Expired => ClickOutcome::Expired,
         ActionStatus::Superseded => ClickOutcome::Superseded,
         ActionStatus::Pending if action.expires_at <= now => ClickOutcome::Expired,
@@ -137,6 +137,10 @@ async fn confirm_and_execute(
 ) -> anyhow::Result<ClickOutcome> {
     let won = store.decide_action(id, Decision::Confirm, by, now).await?;
     let Some(action) = store.action(by.tenant, id).await? else { return Ok(ClickOutcome::Unknown) };
+    // Cancelled by an erasure after it was confirmed: never run, not even by its own click's retry.
+    if action.status == ActionStatus::Cancelled {
+        return Ok(ClickOutcome::AlreadyDeclined);
+    }
     let ours = action.conversation == by.conversation && action.confirmed_message.as_deref() == Some(by.message);
     let unfinished = action.status == ActionStatus::Confirmed && may_decide(&action, by);
     if !won && !ours && !unfinished {
@@ -251,6 +255,7 @@ impl ClickHandler {
             staff: self.store.is_staff(turn.tenant.id, turn.contact.wa_id.as_ref()).await?,
             via,
             message: &message.provider_message_id,
+            simulator: message.simulated_by.as_deref(),
         };
         let ctx = turn.call_context(None);
         // Judged when the person clicked, not when the job ran.
@@ -363,6 +368,7 @@ pub async fn confirm_typed(handler: &ClickHandler, call: &ToolCall<'_>, id: Acti
         staff: false,
         via: ConfirmedVia::Typed,
         message: ctx.trigger_message_id.unwrap_or(""),
+        simulator: None,
     };
     let execute = handler.execute.as_ref();
     let outcome =

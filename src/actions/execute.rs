@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use super::{ActionId, ActionPayload, ActionStatus};
 use crate::appointments::{book, cancel, move_booking};
 use crate::jobs::Replier;
-use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
+use crate::ledger::{
+    Effect, FieldKind, FieldSpec, KeyPolicy, LedgerState, Reach, Tool, ToolCall, ToolFailure, ToolSpec,
+};
 use crate::money::charges::{ChargeOrder, create_charge};
 use crate::money::refunds::{RefundOrder, refund_charge};
 use crate::pix::Gateways;
@@ -65,6 +67,16 @@ impl Tool for ExecuteAction {
             return Err(ToolFailure::Permanent {
                 message: format!("action {id} is {}, not confirmed", action.status.as_str()),
                 details: json!({ "reason": "not_confirmed" }),
+            });
+        }
+        // A booking or move whose ledger row was superseded was undone since (its appointment
+        // cancelled or moved again); the crash that left the action unfinished must not make a
+        // retry, or an old Confirmar, book or move it once more.
+        let undone = call.attempt.as_ref().is_some_and(|a| a.previous == Some(LedgerState::Superseded));
+        if undone && matches!(action.payload, ActionPayload::Booking { .. } | ActionPayload::Move { .. }) {
+            return Err(ToolFailure::Permanent {
+                message: format!("action {id} was undone after it ran: its appointment changed since"),
+                details: json!({ "reason": "not_active" }),
             });
         }
         match &action.payload {

@@ -173,6 +173,8 @@ pub enum ActionStatus {
     Declined,
     Expired,
     Superseded,
+    /// Confirmed, then its customer's data was erased before it ran: it never runs.
+    Cancelled,
 }
 
 impl ActionStatus {
@@ -185,6 +187,7 @@ impl ActionStatus {
             Self::Declined => "declined",
             Self::Expired => "expired",
             Self::Superseded => "superseded",
+            Self::Cancelled => "cancelled",
         }
     }
 
@@ -197,6 +200,7 @@ impl ActionStatus {
             "declined" => Self::Declined,
             "expired" => Self::Expired,
             "superseded" => Self::Superseded,
+            "cancelled" => Self::Cancelled,
             _ => return None,
         })
     }

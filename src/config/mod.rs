@@ -21,7 +21,7 @@ use std::time::Duration;
 use limits::*;
 use reader::Reader;
 
-use crate::domain::{DatabaseUrl, Secret};
+use crate::domain::{DatabaseUrl, PrivacyKey, Secret};
 
 /// Where the Graph API lives; the version is part of the URL so operators can move it.
 pub const DEFAULT_WHATSAPP_API_URL: &str = "https://graph.facebook.com/v25.0";
@@ -36,6 +36,10 @@ pub struct Config {
     pub database_url: DatabaseUrl,
     /// Opens the simulator API (`/simulator/api`) outside local mode on a loopback address.
     pub admin_token: Option<Secret>,
+    /// `BALCAO_TRUSTED_PROXY_HEADER`: the header (e.g. `X-Forwarded-For`) a reverse proxy in
+    /// front of us writes the client's address to; its last address is taken as the source of
+    /// a console login. Unset, the peer address is the source (the header is anyone's to forge).
+    pub trusted_proxy_header: Option<String>,
     /// The server's public https address, for the URLs registered with providers
     /// (`balcao pix webhook-url`).
     pub public_url: Option<String>,
@@ -77,6 +81,12 @@ impl Config {
             r.problems.push(format!("DATABASE_URL={database_url} must start with sqlite: or postgres://"));
         }
         let admin_token = r.string("BALCAO_ADMIN_TOKEN").map(Secret::new);
+        let trusted_proxy_header = r.string("BALCAO_TRUSTED_PROXY_HEADER").map(|h| h.to_ascii_lowercase());
+        if let Some(h) = &trusted_proxy_header
+            && !h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            r.problems.push(format!("BALCAO_TRUSTED_PROXY_HEADER={h:?} is not a header name"));
+        }
         let public_url = r.string("BALCAO_PUBLIC_URL");
         let addr = r.parsed("BALCAO_ADDR", default_addr(), "a socket address like 127.0.0.1:8080");
         let db_max_connections = r.bounded("BALCAO_DB_MAX_CONNECTIONS", 16, DB_MAX_CONNECTIONS, "connections") as u32;
@@ -99,8 +109,12 @@ impl Config {
         if !(api_url.starts_with("http://") || api_url.starts_with("https://")) {
             r.problems.push(format!("WHATSAPP_API_URL={api_url:?} must be an http(s) URL"));
         }
+        let app_secret = app_secret.unwrap_or_else(|| Secret::new(LOCAL_DEV_APP_SECRET));
+        let privacy_key =
+            PrivacyKey::derive(&r.string("BALCAO_PRIVACY_KEY").map_or_else(|| app_secret.clone(), Secret::new));
         let whatsapp = WhatsAppConfig {
-            app_secret: app_secret.unwrap_or_else(|| Secret::new(LOCAL_DEV_APP_SECRET)),
+            app_secret,
+            privacy_key,
             local_mode,
             local_mode_public: r.flag("BALCAO_LOCAL_MODE_PUBLIC"),
             verify_token: r.string("WHATSAPP_VERIFY_TOKEN").map(Secret::new),
@@ -247,6 +261,7 @@ impl Config {
         Ok(Self {
             database_url,
             admin_token,
+            trusted_proxy_header,
             public_url,
             pix_secrets: PixSecrets::default(),
             db_max_connections,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::domain::Secret;
+use crate::domain::{PrivacyKey, Secret};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -15,6 +15,10 @@ pub enum LogFormat {
 pub struct WhatsAppConfig {
     /// Verifies `X-Hub-Signature-256`. Local mode falls back to [`LOCAL_DEV_APP_SECRET`].
     pub app_secret: Secret,
+    /// Hashes message ids and erased identities (`crate::domain::PrivacyKey`):
+    /// `BALCAO_PRIVACY_KEY`, else derived from the app secret. Set it before rotating the app
+    /// secret, or stored ids (deduplication, tombstones) stop matching new ones.
+    pub privacy_key: PrivacyKey,
     /// True when `app_secret` is the built-in development value. Decided at start for the
     /// whole process: in local mode nothing is ever sent, whatever tokens tenants gain later.
     pub local_mode: bool,

@@ -38,6 +38,8 @@ pub struct AppState {
     pub tenants: Arc<TenantDirectory>,
     pub metrics: Metrics,
     pub app_secret: Secret,
+    /// Hashes message ids as webhooks arrive, and erased identities.
+    pub privacy_key: crate::domain::PrivacyKey,
     pub verify_token: Option<Secret>,
     /// Stores webhook writes, committed in groups across concurrent requests.
     pub intake: crate::inbound::GroupCommit,
@@ -45,6 +47,9 @@ pub struct AppState {
     pub wake_workers: Arc<Notify>,
     /// Opens the simulator API to its bearer (constant-time comparison).
     pub admin_token: Option<Secret>,
+    /// Where a console login's source address comes from behind a proxy
+    /// (`BALCAO_TRUSTED_PROXY_HEADER`, lowercase).
+    pub trusted_proxy_header: Option<String>,
     /// The simulator API is open to anyone: only in local mode on a loopback address.
     pub simulator_open: bool,
     /// Queues the messages the simulator's actions cause (a sandbox charge marked paid).

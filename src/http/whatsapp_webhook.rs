@@ -56,7 +56,20 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: &Bytes) -> Result<S
         state.metrics.webhook_parse_errors.inc();
         ApiError::BadRequest(format!("body is not JSON: {e}"))
     })?;
-    let report = ingest(&state.store, &state.tenants, &state.metrics, &state.intake, &value).await;
+    store(state, &value, None).await
+}
+
+/// Stores an authentic body's elements and wakes the workers; asks for a redelivery when some
+/// could not be stored. `simulated_by` marks messages the simulator sent ([`NewInbound`]).
+///
+/// [`NewInbound`]: crate::whatsapp::NewInbound
+pub async fn store(
+    state: &AppState,
+    value: &serde_json::Value,
+    simulated_by: Option<&str>,
+) -> Result<StatusCode, ApiError> {
+    let (store, key) = (&state.store, &state.privacy_key);
+    let report = ingest(store, &state.tenants, &state.metrics, &state.intake, key, value, simulated_by).await;
     if report.stored > 0 {
         state.wake_workers.notify_one();
     }

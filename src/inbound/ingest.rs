@@ -3,10 +3,13 @@
 use serde_json::Value;
 
 use super::group_commit::GroupCommit;
-use crate::domain::{ClickId, TenantId};
+use crate::domain::{ClickId, PrivacyKey, TenantId};
 use crate::inbound::TenantDirectory;
 use crate::metrics::Metrics;
-use crate::store::{IntakeWrite, JobKind, Recorded, Store, Written};
+use crate::store::{
+    ConversationRef, Gate, IntakeWrite, JobKind, Recorded, Store, StoreResult, TombstoneStore, Written,
+};
+use crate::whatsapp::NewInbound;
 use crate::whatsapp::webhook::parse_batch;
 
 /// What a body contained and what became of it.
@@ -16,6 +19,8 @@ pub struct IngestReport {
     pub duplicates: usize,
     pub statuses: usize,
     pub unknown_tenants: usize,
+    /// Redeliveries of messages sent before their sender's erasure: acknowledged, dropped.
+    pub erased: usize,
     pub parse_errors: usize,
     /// Elements that could not be stored because the database failed. The caller must ask
     /// Meta to redeliver: stored siblings are deduplicated then, so nothing is lost or doubled.
@@ -24,14 +29,18 @@ pub struct IngestReport {
 
 /// Processes every element of `body`; one failure never drops its siblings. Writes go through
 /// `writer` (group commit), all of the body's at once, and this returns after they committed.
+/// Message ids are hashed by `key` as they are parsed ([`PrivacyKey`]); `simulated_by` marks
+/// every message of a body the simulator built.
 pub async fn ingest(
     store: &Store,
     tenants: &TenantDirectory,
     metrics: &Metrics,
     writer: &GroupCommit,
+    key: &PrivacyKey,
     body: &Value,
+    simulated_by: Option<&str>,
 ) -> IngestReport {
-    let batch = parse_batch(body);
+    let batch = parse_batch(body, key);
     let mut report = IngestReport { parse_errors: batch.errors.len(), ..Default::default() };
     for error in &batch.errors {
         metrics.webhook_parse_errors.inc();
@@ -53,10 +62,34 @@ pub async fn ingest(
                 continue;
             }
         };
-        for message in change.messages {
+        for mut message in change.messages {
+            message.simulated_by = simulated_by.map(str::to_owned);
             // A read; a new contact is written with its message, in the same commit.
             match store.resolve_conversation(tenant.id, &message.contact).await {
                 Ok(conversation) => {
+                    // A message that would create or update a contact is checked first: a
+                    // duplicate must not bring back what an erasure removed, and neither may a
+                    // redelivery of something sent before it.
+                    if matches!(conversation, ConversationRef::Upsert(_)) {
+                        match gate(store, tenant.id, key, &message).await {
+                            Ok(Admit::Yes) => {}
+                            Ok(Admit::Duplicate) => {
+                                metrics.inbound_duplicate.inc();
+                                report.duplicates += 1;
+                                continue;
+                            }
+                            Ok(Admit::Erased) => {
+                                report.erased += 1;
+                                tracing::info!(tenant = %tenant.id, wamid = %message.provider_message_id, "dropped a redelivery from before an erasure");
+                                continue;
+                            }
+                            Err(e) => {
+                                report.storage_failures += 1;
+                                tracing::error!(tenant = %tenant.id, wamid = %message.provider_message_id, error = %e, "failed to check an inbound message's sender");
+                                continue;
+                            }
+                        }
+                    }
                     // A click on a pending action's button is answered on its own, without the model.
                     let kind = match message.content.reply_id().and_then(ClickId::parse) {
                         Some(_) => JobKind::Click,
@@ -99,6 +132,25 @@ pub async fn ingest(
         }
     }
     report
+}
+
+enum Admit {
+    Yes,
+    Duplicate,
+    Erased,
+}
+
+/// Whether a message that would write its contact may: not a duplicate, and not sent before
+/// an erasure of its sender (one without a send time is taken as sent before).
+async fn gate(store: &Store, tenant: TenantId, key: &PrivacyKey, message: &NewInbound) -> StoreResult<Admit> {
+    let c = &message.contact;
+    let identities = key.identities(c.wa_id.as_ref(), c.user_id.as_deref(), c.username.as_deref());
+    Ok(match store.intake_gate(tenant, &message.provider_message_id, &identities).await? {
+        Gate::Open => Admit::Yes,
+        Gate::Duplicate => Admit::Duplicate,
+        Gate::Erased(at) if message.sent_at.is_none_or(|sent| sent <= at) => Admit::Erased,
+        Gate::Erased(_) => Admit::Yes,
+    })
 }
 
 /// What the log says about a write: its tenant, provider id and kind (or status).

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::{OutboxConfig, QueueConfig};
-use crate::domain::{Backoff, Secret, to_delta};
+use crate::domain::{Backoff, PrivacyKey, Secret, to_delta};
 use crate::metrics::Metrics;
 use crate::store::{ClaimedOutbound, OutboxStore, RescheduleAs, Store, TenantStore};
 use crate::whatsapp::client::OUTSIDE_WINDOW_CODE;
@@ -63,6 +63,8 @@ pub struct OutboxSender {
     /// Local mode (decided at start): claim and send nothing, not even rows queued for sending
     /// by an earlier run outside local mode.
     local_mode: bool,
+    /// Hashes the wamid Meta answers with before it is stored or logged.
+    privacy_key: PrivacyKey,
 }
 
 impl OutboxSender {
@@ -78,9 +80,10 @@ impl OutboxSender {
         metrics: Metrics,
         notify: Arc<Notify>,
         local_mode: bool,
+        privacy_key: PrivacyKey,
     ) -> Self {
         let backoff = Backoff { base: queue.backoff_base, max: queue.backoff_max };
-        Self { store, client, default_token, config, backoff, metrics, notify, local_mode }
+        Self { store, client, default_token, config, backoff, metrics, notify, local_mode, privacy_key }
     }
 
     /// Claims and sends one due row.
@@ -130,6 +133,7 @@ impl OutboxSender {
         let result = self.attempt(&tenant.phone_number_id, token, &claimed).await;
         self.metrics.outbox_send_seconds.observe(started.elapsed().as_secs_f64());
         let exhausted = claimed.attempt >= i64::from(self.config.max_attempts);
+        let result = result.map(|a| Accepted { wamid: self.privacy_key.message_id(&a.wamid), ..a });
         let outcome = match result {
             Ok(Accepted { wamid, fell_back: None }) => {
                 self.store.mark_sent(claimed.tenant, claimed.id, &wamid, now).await?;

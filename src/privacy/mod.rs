@@ -19,29 +19,39 @@
 //! out, appointments, charges and pending actions, scoped by tenant.
 //!
 //! **Erasure** ([`erase`]), one transaction, idempotent (a second one changes nothing):
-//! - erased: the contact's name, username, `wa_id` and user id (its key becomes
-//!   `erased:{id}`, unique and identifying no one; `erased_at` is set, and it counts as opted
-//!   out); inbound message bodies (`NULL`) and raw payloads; outbound message contents and
-//!   recipients (replaced by a placeholder; status and timestamps kept); the model's history
-//!   rows of the conversation (deleted) and the guided menu's state; the arguments and results
-//!   of the customer's ledger rows; the offer texts of the conversation's pending actions; the
-//!   merchant's charge proposals about this customer's number (payload, subject, offer text,
-//!   result, and their ledger rows); the description and number on the customer's charges.
+//! - erased on the customer's side: the contact's name, username, `wa_id`, user id and CPF/CNPJ
+//!   (its key becomes `erased:{id}`, unique and identifying no one; `erased_at` is set, and it
+//!   counts as opted out); inbound message bodies and raw payloads; outbound message contents
+//!   and recipients (a placeholder; status and timestamps kept); the model's history of the
+//!   conversation (deleted) and the guided menu's state; the arguments and results of their
+//!   ledger rows; their pending actions' texts; their charges' descriptions and numbers.
+//! - erased on the merchant's side, found by content (`crate::domain::Needles`: the number
+//!   however typed, with or without the ninth digit, the name, the CPF, the charges'
+//!   descriptions as typed whole): staff messages in and out, the merchant agent's history,
+//!   ledger arguments and results, offer texts, error texts, refund reasons; the merchant's
+//!   charge proposals about the number (payload, subject, offer text, result, ledger rows).
+//! - never stored as ids: raw WhatsApp message ids, which embed the number. Every id column,
+//!   job, action and log line holds a keyed hash ([`crate::domain::PrivacyKey`]); the raw id is
+//!   only inside the message's raw payload, erased above.
 //! - cancelled: unsent messages to the contact (`cancelled`, never sent), its turns not yet
-//!   started, and its pending actions (`expired`).
+//!   started, its pending actions (`expired`), and actions confirmed but not yet run
+//!   (`cancelled`: they would run on placeholders), whose deciders are told.
+//! - remembered: a tombstone, the keyed hashes of the contact's identities and the erasure's
+//!   time. A redelivery of a message sent before it is dropped at the intake; a message sent
+//!   after it starts a new, empty contact.
 //! - kept: appointments (service, professional, times, price, status) and charges (amount,
 //!   status, txid, dates): the business's books need them, and without the contact's data
-//!   they identify no one; payment events (provider ids and amounts only); model call metrics.
-//!   What staff typed in their own conversation is the merchant's record and is not searched.
-//!
-//! A customer who writes again after an erasure is a new contact with a new conversation.
+//!   they identify no one; payment events (provider ids and amounts only); refunds (an amount
+//!   back to the account that paid); model call metrics.
 
+use anyhow::Context;
 use askama::Template;
 use chrono::{DateTime, Utc};
 
-use crate::domain::ContactId;
-use crate::messages::render;
-use crate::store::{ErasureStore, Redactions, Store};
+use crate::domain::{Cents, ContactId, PrivacyKey};
+use crate::jobs::Replier;
+use crate::messages::{render, when_at};
+use crate::store::{Cancelled, CancelledAction, ErasureStore, OutboxStore, Redactions, Store, TenantStore};
 use crate::tenant::Tenant;
 use crate::whatsapp::OutboundMessage;
 
@@ -61,6 +71,16 @@ pub enum PrivacyText<'a> {
     },
     /// What is left where personal data was.
     Erased,
+    /// To the staff member who confirmed a charge whose customer was erased before it ran.
+    ChargeCancelled {
+        amount: Cents,
+    },
+    /// To the staff, for a customer's confirmed booking or move that never ran.
+    BookingCancelled {
+        when: String,
+    },
+    /// To the staff, for another confirmed action of the customer's that never ran.
+    ActionCancelled,
 }
 
 /// The pt-BR text of a privacy message.
@@ -68,14 +88,68 @@ pub fn privacy_text(text: PrivacyText<'_>) -> anyhow::Result<String> {
     render(&Privacy { text })
 }
 
-/// Anonymizes `contact` of `tenant` (see the module docs). `Ok(false)` when it was erased
-/// before; `StoreError::NotFound` when the tenant has no such contact.
-pub async fn erase(store: &Store, tenant: &Tenant, contact: ContactId, now: DateTime<Utc>) -> anyhow::Result<bool> {
+/// Anonymizes `contact` of `tenant` (see the module docs) and tells the staff of the actions
+/// it cancelled. `Ok(false)` when it was erased before; `StoreError::NotFound` when the tenant
+/// has no such contact.
+pub async fn erase(
+    store: &Store,
+    replier: &Replier,
+    key: &PrivacyKey,
+    tenant: &Tenant,
+    contact: ContactId,
+    now: DateTime<Utc>,
+) -> anyhow::Result<bool> {
     let text = privacy_text(PrivacyText::Erased)?;
     let redactions = Redactions { message: OutboundMessage::text(text.clone())?, text };
-    let erased = store.erase_contact(tenant.id, contact, &redactions, now).await?;
-    if erased {
-        tracing::info!(tenant = %tenant.id, contact = contact.0, "contact erased");
+    let Some(cancelled) = store.erase_contact(tenant.id, contact, &redactions, key, now).await? else {
+        return Ok(false);
+    };
+    tracing::info!(tenant = %tenant.id, contact = contact.0, cancelled = cancelled.len(), "contact erased");
+    tell_staff(store, replier, tenant, &cancelled, now)
+        .await
+        .context("failed to tell the staff of cancelled actions")?;
+    Ok(true)
+}
+
+/// Tells the staff member who confirmed each cancelled charge, and every staff member of a
+/// customer's cancelled action; each notice keyed by its action, so it is queued once.
+async fn tell_staff(
+    store: &Store,
+    replier: &Replier,
+    tenant: &Tenant,
+    cancelled: &[CancelledAction],
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    let mut queued = false;
+    for action in cancelled {
+        let (text, recipients) = match &action.what {
+            Cancelled::Charge { amount } => {
+                (PrivacyText::ChargeCancelled { amount: *amount }, vec![action.conversation])
+            }
+            other => {
+                let text = match other {
+                    Cancelled::Booking { starts_at } => {
+                        PrivacyText::BookingCancelled { when: when_at(tenant.timezone, *starts_at) }
+                    }
+                    _ => PrivacyText::ActionCancelled,
+                };
+                let mut staff = Vec::new();
+                for phone in store.staff(tenant.id).await? {
+                    staff.push(store.conversation_for_phone(tenant.id, &phone, now).await?);
+                }
+                (text, staff)
+            }
+        };
+        let message = OutboundMessage::text(privacy_text(text)?)?;
+        for conversation in recipients {
+            let destination = replier.destination(tenant, conversation).await?;
+            if let Some(new) = destination.message(format!("erased:{}:{conversation}", action.id), message.clone()) {
+                queued |= store.enqueue_outbound(&new, now).await?.is_some() && !new.local;
+            }
+        }
     }
-    Ok(erased)
+    if queued {
+        replier.wake();
+    }
+    Ok(())
 }

@@ -109,7 +109,8 @@ mod tests {
     fn the_envelope_parses_as_a_webhook() {
         let m = message("5511988880000", "wamid.t", 1, &Content::Text("oi <b>".into()));
         let body = envelope("106540352242922", "5511988880000", "Ana", m);
-        let parsed = crate::whatsapp::webhook::parse_batch(&body);
+        let key = crate::domain::PrivacyKey::derive(&crate::domain::Secret::new("test"));
+        let parsed = crate::whatsapp::webhook::parse_batch(&body, &key);
         assert!(parsed.errors.is_empty(), "{:?}", parsed.errors);
         assert_eq!(parsed.changes.len(), 1);
         assert_eq!(parsed.changes[0].messages.len(), 1);

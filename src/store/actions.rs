@@ -23,6 +23,20 @@ macro_rules! action_columns {
     };
 }
 
+/// A click on the action (either button) received before it expired and not processed yet
+/// (its turn not claimed, or claimed and not finished). Correlated on `pending_actions`.
+macro_rules! clicked_in_time {
+    () => {
+        "SELECT 1 FROM inbound_messages i
+         WHERE i.tenant_id = pending_actions.tenant_id AND i.conversation_id = pending_actions.conversation_id
+           AND i.reply_id IN ('a:' || REPLACE(pending_actions.id, '-', '') || ':y',
+                              'a:' || REPLACE(pending_actions.id, '-', '') || ':n')
+           AND i.received_at < pending_actions.expires_at
+           AND (i.turn_id IS NULL OR EXISTS (SELECT 1 FROM jobs j WHERE j.id = i.turn_id
+                                             AND j.state IN ('available', 'running', 'retryable')))"
+    };
+}
+
 #[derive(sqlx::FromRow)]
 struct ActionRow {
     id: String,
@@ -92,6 +106,9 @@ pub struct Decider<'a> {
     pub via: ConfirmedVia,
     /// The provider id of the click or text that decided.
     pub message: &'a str,
+    /// Decided in the simulator by this admin (or way of opening it): recorded as such, with
+    /// no contact as the decider, so a simulated tap never reads as a staff member's.
+    pub simulator: Option<&'a str>,
 }
 
 #[allow(async_fn_in_trait)]
@@ -123,6 +140,9 @@ pub trait ActionStore {
     /// pending → expired for up to `limit` actions past their expiry, each with the notice
     /// `notice` builds for it (none for a contact who opted out or was erased), in one
     /// transaction. Returns the expired actions.
+    /// An action clicked before it expired, whose click has not been processed yet, is not
+    /// expired: the click is judged by when it was received (`decide_action` at its
+    /// `received_at`), so the sweep must leave it pending for the click to find.
     async fn expire_actions(
         &self,
         now: DateTime<Utc>,
@@ -281,12 +301,12 @@ impl ActionStore for Store {
             // refund) needs a staff decider, never a typed one.
             let decided = sqlx::query(
                 "UPDATE pending_actions SET status = $9, confirmed_via = $1, confirmed_by = $2,
-                     confirmed_message = $3, decided_at = $4, updated_at = $4
+                     confirmed_message = $3, decided_at = $4, updated_at = $4, decided_in_simulator = $10
                  WHERE tenant_id = $5 AND id = $6 AND conversation_id = $7 AND status = 'pending'
                    AND ($9 = 'declined' OR expires_at > $4) AND (kind NOT IN ('charge', 'refund') OR ($8 AND $1 <> 'typed'))",
             )
-            .bind(by.via.as_str())
-            .bind(by.contact.0)
+            .bind(if by.simulator.is_some() { "simulator" } else { by.via.as_str() })
+            .bind(by.simulator.is_none().then_some(by.contact.0))
             .bind(by.message)
             .bind(now)
             .bind(by.tenant.0)
@@ -294,6 +314,7 @@ impl ActionStore for Store {
             .bind(by.conversation.0)
             .bind(by.staff)
             .bind(status.as_str())
+            .bind(by.simulator)
             .execute(&mut *tx)
             .await
             .map(changed_one)?;
@@ -331,6 +352,9 @@ impl ActionStore for Store {
         })?)
     }
 
+    /// An action clicked before it expired, whose click has not been processed yet, is not
+    /// expired: the click is judged by when it was received (`decide_action` at its
+    /// `received_at`), so the sweep must leave it pending for the click to find.
     async fn expire_actions(
         &self,
         now: DateTime<Utc>,
@@ -343,6 +367,7 @@ impl ActionStore for Store {
                 concat!(
                     "UPDATE pending_actions SET status = 'expired', updated_at = $1, decided_at = $1
                      WHERE id IN (SELECT id FROM pending_actions WHERE status = 'pending' AND expires_at <= $1
+                                    AND NOT EXISTS (", clicked_in_time!(), ")
                                   ORDER BY expires_at LIMIT $2)
                      RETURNING ",
                     action_columns!()
@@ -350,6 +375,7 @@ impl ActionStore for Store {
                 concat!(
                     "UPDATE pending_actions SET status = 'expired', updated_at = $1, decided_at = $1
                      WHERE id IN (SELECT id FROM pending_actions WHERE status = 'pending' AND expires_at <= $1
+                                    AND NOT EXISTS (", clicked_in_time!(), ")
                                   ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
                      RETURNING ",
                     action_columns!()

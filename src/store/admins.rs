@@ -15,9 +15,11 @@ pub struct AdminRecord {
     pub id: i64,
     pub email: String,
     pub password_hash: String,
+    /// The TOTP secret (base32), when the admin turned the second factor on.
+    pub totp_secret: Option<String>,
 }
 
-/// The password hash stays out of logs.
+/// The password hash and the TOTP secret stay out of logs.
 impl std::fmt::Debug for AdminRecord {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdminRecord").field("id", &self.id).field("email", &self.email).finish_non_exhaustive()
@@ -51,10 +53,11 @@ pub trait AdminStore {
     async fn admin_by_email(&self, email: &str) -> StoreResult<Option<AdminRecord>>;
     async fn admin_by_id(&self, id: i64) -> StoreResult<Option<AdminRecord>>;
     async fn admin_tenants(&self, admin: i64) -> StoreResult<Vec<TenantRef>>;
-    /// Records a login attempt and returns how many attempts `email` has made since `since`
-    /// without a success in between ([`Self::clear_login_attempts`] at success).
-    async fn record_login_attempt(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64>;
-    async fn clear_login_attempts(&self, email: &str) -> StoreResult<()>;
+    /// Sets or clears (`None`) the admin's TOTP secret; `false` when there is no such admin.
+    async fn set_totp_secret(&self, email: &str, secret: Option<&str>, now: DateTime<Utc>) -> StoreResult<bool>;
+    /// Spends TOTP time step `step` for the admin: `false` when that step or a later one was
+    /// used already (a code works once).
+    async fn use_totp_step(&self, admin: i64, step: i64) -> StoreResult<bool>;
     async fn session_load(&self, id: &str, now: DateTime<Utc>) -> StoreResult<Option<Vec<u8>>>;
     /// Inserts or replaces the record; `insert_only` fails (returns false) on an existing id.
     async fn session_save(&self, id: &str, data: &[u8], expiry: DateTime<Utc>, insert_only: bool) -> StoreResult<bool>;
@@ -94,23 +97,23 @@ impl AdminStore for Store {
     }
 
     async fn admin_by_email(&self, email: &str) -> StoreResult<Option<AdminRecord>> {
-        let row: Option<(i64, String, String)> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, email, password_hash FROM admins WHERE email = $1")
+        let row: Option<(i64, String, String, Option<String>)> = reading!(self, pool => {
+            sqlx::query_as("SELECT id, email, password_hash, totp_secret FROM admins WHERE email = $1")
                 .bind(email)
                 .fetch_optional(pool)
                 .await
         })?;
-        Ok(row.map(|(id, email, password_hash)| AdminRecord { id, email, password_hash }))
+        Ok(row.map(|(id, email, password_hash, totp_secret)| AdminRecord { id, email, password_hash, totp_secret }))
     }
 
     async fn admin_by_id(&self, id: i64) -> StoreResult<Option<AdminRecord>> {
-        let row: Option<(i64, String, String)> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, email, password_hash FROM admins WHERE id = $1")
+        let row: Option<(i64, String, String, Option<String>)> = reading!(self, pool => {
+            sqlx::query_as("SELECT id, email, password_hash, totp_secret FROM admins WHERE id = $1")
                 .bind(id)
                 .fetch_optional(pool)
                 .await
         })?;
-        Ok(row.map(|(id, email, password_hash)| AdminRecord { id, email, password_hash }))
+        Ok(row.map(|(id, email, password_hash, totp_secret)| AdminRecord { id, email, password_hash, totp_secret }))
     }
 
     async fn admin_tenants(&self, admin: i64) -> StoreResult<Vec<TenantRef>> {
@@ -125,40 +128,32 @@ impl AdminStore for Store {
         })?)
     }
 
-    async fn record_login_attempt(&self, email: &str, now: DateTime<Utc>, since: DateTime<Utc>) -> StoreResult<i64> {
-        writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            // Attempts on one email are counted one at a time (SQLite's writer already is).
-            sqlx::query(pool.pick("SELECT $1", "SELECT pg_advisory_xact_lock(hashtext($1))"))
-                .bind(email)
-                .execute(&mut *tx)
-                .await?;
-            // Old failures are no longer counted: drop them here rather than in a sweep.
-            sqlx::query("DELETE FROM login_failures WHERE email = $1 AND failed_at < $2")
-                .bind(email)
-                .bind(since)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("INSERT INTO login_failures (email, failed_at) VALUES ($1, $2)")
-                .bind(email)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM login_failures WHERE email = $1 AND failed_at >= $2")
-                .bind(email)
-                .bind(since)
-                .fetch_one(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(n)
-        })
+    async fn set_totp_secret(&self, email: &str, secret: Option<&str>, now: DateTime<Utc>) -> StoreResult<bool> {
+        Ok(writing!(self, pool => {
+            sqlx::query(
+                "UPDATE admins SET totp_secret = $1, totp_last_step = NULL, updated_at = $2 WHERE email = $3",
+            )
+            .bind(secret)
+            .bind(now)
+            .bind(email)
+            .execute(pool)
+            .await
+            .map(changed_one)
+        })?)
     }
 
-    async fn clear_login_attempts(&self, email: &str) -> StoreResult<()> {
-        writing!(self, pool => {
-            sqlx::query("DELETE FROM login_failures WHERE email = $1").bind(email).execute(pool).await?;
-            Ok(())
-        })
+    async fn use_totp_step(&self, admin: i64, step: i64) -> StoreResult<bool> {
+        Ok(writing!(self, pool => {
+            sqlx::query(
+                "UPDATE admins SET totp_last_step = $1
+                 WHERE id = $2 AND (totp_last_step IS NULL OR totp_last_step < $1)",
+            )
+            .bind(step)
+            .bind(admin)
+            .execute(pool)
+            .await
+            .map(changed_one)
+        })?)
     }
 
     async fn session_load(&self, id: &str, now: DateTime<Utc>) -> StoreResult<Option<Vec<u8>>> {

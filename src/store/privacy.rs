@@ -46,7 +46,6 @@ pub struct ContactCounts {
 #[derive(Debug, Clone, Serialize, sqlx::FromRow)]
 pub struct ExportedInbound {
     pub id: i64,
-    pub provider_message_id: String,
     pub kind: String,
     pub body: Option<String>,
     pub received_at: DateTime<Utc>,
@@ -216,7 +215,7 @@ impl PrivacyStore for Store {
         let (t, c) = (tenant.0, contact.0);
         Ok(Some(reading!(self, pool => {
             let messages_in = sqlx::query_as(
-                "SELECT m.id, m.provider_message_id, m.kind, m.body, m.received_at
+                "SELECT m.id, m.kind, m.body, m.received_at
                  FROM inbound_messages m JOIN conversations v ON v.id = m.conversation_id AND v.tenant_id = m.tenant_id
                  WHERE m.tenant_id = $1 AND v.contact_id = $2 ORDER BY m.id",
             )

@@ -19,6 +19,8 @@ pub struct InboundMessage {
     pub reply_id: Option<String>,
     pub context_id: Option<String>,
     pub received_at: DateTime<Utc>,
+    /// Who typed it in the simulator; `None` from WhatsApp.
+    pub simulated_by: Option<String>,
 }
 
 /// The person on the other side of a conversation.
@@ -57,6 +59,7 @@ pub struct ContactUpsert {
 
 /// One write the intake makes for a verified webhook element.
 #[derive(Debug, Clone)]
+#[expect(clippy::large_enum_variant, reason = "messages are most writes; boxing would allocate one per message")]
 pub enum IntakeWrite {
     /// A customer's message, its conversation (created in the same transaction when new) and
     /// the job it feeds.

@@ -60,3 +60,10 @@ pub struct TenantSettings {
     #[serde(default)]
     pub reminders: ReminderSettings,
 }
+
+impl TenantSettings {
+    /// Whether the tenant's Pix moves no real money: the sandbox gateway, or no Pix at all.
+    pub fn pix_is_sandbox(&self) -> bool {
+        self.pix.as_ref().is_none_or(|p| p.gateway.as_deref().is_none_or(|g| g == "sandbox"))
+    }
+}

@@ -100,4 +100,7 @@ pub struct NewInbound {
     pub sent_at: Option<DateTime<Utc>>,
     /// The element as received, for audit and for features that need more fields later.
     pub raw: serde_json::Value,
+    /// Who typed it in the simulator (an admin's e-mail, or how the simulator was opened);
+    /// `None` for every message from WhatsApp. Never read from the wire.
+    pub simulated_by: Option<String>,
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ContactIdentity, InboundContent, NewInbound};
-use crate::domain::PhoneE164;
+use crate::domain::{PhoneE164, PrivacyKey};
 
 /// Delivery states, in the order they can only move forward (`failed` is terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -133,8 +133,9 @@ struct RawError {
     message: Option<String>,
 }
 
-/// Parses a JSON body already known to be authentic.
-pub fn parse_batch(body: &Value) -> ParsedBatch {
+/// Parses a JSON body already known to be authentic. Message ids come out hashed by `key`
+/// (see [`PrivacyKey`]): the raw wamid stays in the element's `raw` copy only.
+pub fn parse_batch(body: &Value, key: &PrivacyKey) -> ParsedBatch {
     let mut batch = ParsedBatch::default();
     let Some(entries) = body.get("entry").and_then(Value::as_array) else {
         batch.errors.push("body has no entry[] array".to_owned());
@@ -150,7 +151,7 @@ pub fn parse_batch(body: &Value) -> ParsedBatch {
             if change.get("field").and_then(Value::as_str).is_some_and(|f| f != "messages") {
                 continue; // other subscriptions (account updates, templates) are not ours
             }
-            match parse_change(change.get("value"), &at, &mut batch.errors) {
+            match parse_change(change.get("value"), &at, key, &mut batch.errors) {
                 Some(parsed) => batch.changes.push(parsed),
                 None => continue,
             }
@@ -159,7 +160,7 @@ pub fn parse_batch(body: &Value) -> ParsedBatch {
     batch
 }
 
-fn parse_change(value: Option<&Value>, at: &str, errors: &mut Vec<String>) -> Option<ParsedChange> {
+fn parse_change(value: Option<&Value>, at: &str, key: &PrivacyKey, errors: &mut Vec<String>) -> Option<ParsedChange> {
     let Some(value) = value.filter(|v| v.is_object()) else {
         errors.push(format!("{at}: missing value object"));
         return None;
@@ -176,13 +177,13 @@ fn parse_change(value: Option<&Value>, at: &str, errors: &mut Vec<String>) -> Op
 
     let mut change = ParsedChange { phone_number_id: phone_number_id.to_owned(), ..Default::default() };
     for (i, element) in array(value, "messages").iter().enumerate() {
-        match parse_message(element, &contacts) {
+        match parse_message(element, &contacts, key) {
             Ok(message) => change.messages.push(message),
             Err(reason) => errors.push(format!("{at}.value.messages[{i}]: {reason}")),
         }
     }
     for (i, element) in array(value, "statuses").iter().enumerate() {
-        match parse_status(element) {
+        match parse_status(element, key) {
             Ok(Some(status)) => change.statuses.push(status),
             Ok(None) => {}
             Err(reason) => errors.push(format!("{at}.value.statuses[{i}]: {reason}")),
@@ -195,7 +196,7 @@ fn array<'a>(value: &'a Value, key: &str) -> &'a [Value] {
     value.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
 }
 
-fn parse_message(element: &Value, contacts: &[RawContact]) -> Result<NewInbound, String> {
+fn parse_message(element: &Value, contacts: &[RawContact], key: &PrivacyKey) -> Result<NewInbound, String> {
     let raw = RawMessage::deserialize(element).map_err(|e| e.to_string())?;
     if raw.id.trim().is_empty() {
         return Err("empty message id".to_owned());
@@ -257,16 +258,17 @@ fn parse_message(element: &Value, contacts: &[RawContact]) -> Result<NewInbound,
         .and_then(|t| t.parse::<i64>().ok())
         .and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0));
     Ok(NewInbound {
-        provider_message_id: raw.id,
+        provider_message_id: key.message_id(&raw.id),
         contact: identity,
         content,
-        context_id: raw.context.and_then(|c| c.id),
+        context_id: raw.context.and_then(|c| c.id).map(|id| key.message_id(&id)),
         sent_at,
         raw: element.clone(),
+        simulated_by: None,
     })
 }
 
-fn parse_status(element: &Value) -> Result<Option<StatusUpdate>, String> {
+fn parse_status(element: &Value, key: &PrivacyKey) -> Result<Option<StatusUpdate>, String> {
     let raw = RawStatus::deserialize(element).map_err(|e| e.to_string())?;
     let status = match raw.status.as_str() {
         "sent" => DeliveryStatus::Sent,
@@ -283,5 +285,10 @@ fn parse_status(element: &Value) -> Result<Option<StatusUpdate>, String> {
             e.message.as_deref().or(e.title.as_deref()).unwrap_or("unknown error")
         )
     });
-    Ok(Some(StatusUpdate { provider_message_id: raw.id, status, callback_key: raw.biz_opaque_callback_data, error }))
+    Ok(Some(StatusUpdate {
+        provider_message_id: key.message_id(&raw.id),
+        status,
+        callback_key: raw.biz_opaque_callback_data,
+        error,
+    }))
 }

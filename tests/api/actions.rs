@@ -161,6 +161,7 @@ contract!(a_crash_between_confirm_and_execution_is_finished_once, |db| async mov
         staff: true,
         via: balcao::actions::ConfirmedVia::Button,
         message: "wamid.x.click",
+        simulator: None,
     };
     assert!(db.store.decide_action(click.action, Decision::Confirm, &by, chrono::Utc::now()).await.unwrap());
     assert_eq!(charge_count(db, s.tenant.id).await, 0);
@@ -293,6 +294,7 @@ contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| asyn
         staff: true,
         via: ConfirmedVia::Button,
         message: "wamid.o.click1",
+        simulator: None,
     };
     assert!(db.store.decide_action(click.action, Decision::Confirm, &by, chrono::Utc::now()).await.unwrap());
     let replier = balcao::jobs::Replier::new(db.store.clone(), None, true, Default::default());

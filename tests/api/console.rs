@@ -64,20 +64,59 @@ contract!(a_form_without_its_csrf_token_is_refused, |db| async move {
     assert_ne!(console.get("/admin").await.location.as_deref(), Some("/admin/login"));
 });
 
-contract!(ten_wrong_passwords_throttle_the_login, |db| async move {
+/// `n` failed logins of `email` from `source`, the latest a moment ago (a long history,
+/// written directly: growing delays would make a test wait for it).
+async fn failed(db: &TestDb, email: &str, source: &str, n: usize) {
+    for i in 0..n {
+        let at = chrono::Utc::now() - chrono::TimeDelta::seconds(i as i64);
+        crate::raw_pool!(db, pool => sqlx::query("INSERT INTO login_failures (email, source, failed_at) VALUES ($1, $2, $3)")
+            .bind(email).bind(source).bind(at).execute(&pool).await.map(|_| ()).unwrap());
+    }
+}
+
+async fn failures(db: &TestDb) -> i64 {
+    crate::raw_pool!(db, pool => sqlx::query_scalar("SELECT COUNT(*) FROM login_failures").fetch_one(&pool).await.unwrap())
+}
+
+contract!(a_failing_source_slows_itself_and_never_locks_the_owner_out, |db| async move {
     let s = ConsoleApp::spawn(db).await;
     balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
-    let console = Console::new(&s.app.url);
-    for _ in 0..10 {
-        assert_eq!(console.login("a@b.com", "errada-errada").await.status, StatusCode::UNAUTHORIZED);
-    }
-    // The right password no longer helps, from any client.
-    assert_eq!(console.login("a@b.com", PASSWORD).await.status, StatusCode::TOO_MANY_REQUESTS);
-    let other = Console::new(&s.app.url);
-    assert_eq!(other.login("A@B.com", PASSWORD).await.status, StatusCode::TOO_MANY_REQUESTS);
-    // Another admin is not affected.
+    // A guesser has been at it for a while, from one address.
+    failed(db, "a@b.com", "203.0.113.9", 40).await;
+    // (Its requests also carry a first hop it wrote itself, which must not count as its source.)
+    let guesser = Console::from_source(&s.app.url, "203.0.113.9");
+    let before = failures(db).await;
+    let refused = guesser.login("a@b.com", PASSWORD).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    // The page keeps the form and says how long to wait; the refusal is not counted.
+    assert!(
+        refused.body.contains("Espere 15 minutos") && refused.body.contains("name=\"password\""),
+        "{}",
+        refused.body
+    );
+    assert_eq!(failures(db).await, before);
+    // The owner, from their own connection, gets in at once with the right password.
+    let owner = Console::from_source(&s.app.url, "198.51.100.7");
+    assert_eq!(owner.login("A@B.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
+});
+
+contract!(an_email_spray_from_one_source_is_slowed, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
     balcao::http::console::auth::add_admin(&db.store, "c@d.com", PASSWORD, &s.tenant.slug).await.unwrap();
-    assert_eq!(other.login("c@d.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
+    for n in 0..30 {
+        failed(db, &format!("alvo{n}@b.com"), "203.0.113.20", 1).await;
+    }
+    let sprayer = Console::from_source(&s.app.url, "203.0.113.20");
+    let page = sprayer.login("outro@b.com", "qualquer-coisa").await;
+    assert_eq!(page.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(page.body.contains("Espere"), "{}", page.body);
+    assert_eq!(sprayer.login("c@d.com", PASSWORD).await.status, StatusCode::TOO_MANY_REQUESTS);
+    // A few typos from an address cost nothing.
+    let typist = Console::from_source(&s.app.url, "198.51.100.8");
+    for _ in 0..2 {
+        assert_eq!(typist.login("c@d.com", "errada-errada").await.status, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(typist.login("c@d.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
 });
 
 contract!(parallel_guesses_cannot_slip_under_the_login_throttle, |db| async move {
@@ -86,14 +125,38 @@ contract!(parallel_guesses_cannot_slip_under_the_login_throttle, |db| async move
     let guesses = (0..25).map(|i| {
         let url = s.app.url.clone();
         tokio::spawn(async move {
-            let console = Console::new(&url);
+            let console = Console::from_source(&url, "203.0.113.30");
             console.login("a@b.com", &format!("palpite-{i:04}")).await.status
         })
     });
     let statuses: Vec<StatusCode> = futures::future::join_all(guesses).await.into_iter().map(Result::unwrap).collect();
     let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
     let throttled = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
-    assert_eq!((checked, throttled), (10, 15), "{statuses:?}");
+    // Three free failures, then a delay: only attempts a second or more apart are checked.
+    assert!((3..10).contains(&checked) && checked + throttled == 25, "{statuses:?}");
+    assert_eq!(failures(db).await, checked as i64, "a refused guess is not counted");
+});
+
+contract!(a_second_factor_is_asked_once_turned_on_and_each_code_works_once, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let secret = balcao::http::console::auth::set_totp(&db.store, "A@B.com", true).await.unwrap().expect("on");
+    let code = |at: chrono::DateTime<chrono::Utc>| secret.code_at(at.timestamp().div_euclid(30));
+    let console = Console::from_source(&s.app.url, "198.51.100.9");
+    assert_eq!(console.login("a@b.com", PASSWORD).await.status, StatusCode::UNAUTHORIZED);
+    let wrong = if code(chrono::Utc::now()) == "000000" { "111111" } else { "000000" };
+    assert_eq!(console.login_with_code("a@b.com", PASSWORD, wrong).await.status, StatusCode::UNAUTHORIZED);
+    let now = code(chrono::Utc::now());
+    let page = console.login_with_code("a@b.com", PASSWORD, &now).await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER, "{}", page.body);
+    // The same code again, from another browser: spent.
+    let again = Console::from_source(&s.app.url, "198.51.100.10");
+    assert_eq!(again.login_with_code("a@b.com", PASSWORD, &now).await.status, StatusCode::UNAUTHORIZED);
+    // Off: the password alone again.
+    assert!(balcao::http::console::auth::set_totp(&db.store, "a@b.com", false).await.unwrap().is_none());
+    let plain = Console::from_source(&s.app.url, "198.51.100.11");
+    assert_eq!(plain.login("a@b.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
+    assert!(balcao::http::console::auth::set_totp(&db.store, "ninguem@b.com", true).await.is_err());
 });
 
 contract!(an_unknown_email_and_a_wrong_password_look_the_same, |db| async move {
@@ -103,7 +166,10 @@ contract!(an_unknown_email_and_a_wrong_password_look_the_same, |db| async move {
     let wrong = console.login("a@b.com", "errada-errada").await;
     let unknown = console.login("x@y.com", "errada-errada").await;
     assert_eq!(wrong.status, unknown.status);
-    assert!(wrong.body.contains("E-mail ou senha incorretos") && unknown.body.contains("E-mail ou senha incorretos"));
+    assert!(
+        wrong.body.contains("E-mail, senha ou código incorretos")
+            && unknown.body.contains("E-mail, senha ou código incorretos")
+    );
 });
 
 contract!(another_tenants_console_is_not_found, |db| async move {

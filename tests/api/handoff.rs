@@ -213,6 +213,7 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
         context_id: None,
         sent_at: None,
         raw: serde_json::json!({}),
+        simulated_by: None,
     };
     let two_days_ago = Utc::now() - TimeDelta::days(2);
     db.store

@@ -120,7 +120,10 @@ contract!(a_qr_code_is_uploaded_then_sent_as_an_image_of_the_upload, |db| async 
     let s = Setup::new(db).await;
     s.queue(db, "charge:9:qr", OutboundMessage::qr_image(BR_CODE, Some("Pague com Pix".into())).unwrap()).await;
     let outcome = s.app.sender.send_next().await.unwrap();
-    assert!(matches!(&outcome, SendOutcome::Sent { wamid } if wamid == "wamid.FAKE000001"), "{outcome:?}");
+    assert!(
+        matches!(&outcome, SendOutcome::Sent { wamid } if *wamid == s.app.privacy_key.message_id("wamid.FAKE000001")),
+        "{outcome:?}"
+    );
 
     let uploads = s.graph.uploads();
     assert_eq!(uploads.len(), 1);
@@ -141,7 +144,10 @@ contract!(a_qr_code_is_uploaded_then_sent_as_an_image_of_the_upload, |db| async 
     assert_eq!(sends[0].body["biz_opaque_callback_data"], "charge:9:qr");
     assert_eq!(sends[0].body["to"], CUSTOMER);
     let row = s.row(db).await;
-    assert_eq!((row.status.as_str(), row.provider_message_id.as_deref()), ("sent", Some("wamid.FAKE000001")));
+    assert_eq!(
+        (row.status.as_str(), row.provider_message_id.as_deref()),
+        ("sent", Some(s.app.privacy_key.message_id("wamid.FAKE000001").as_str()))
+    );
 });
 
 contract!(a_failed_upload_is_retried_then_sent, |db| async move {
@@ -206,7 +212,10 @@ contract!(a_refused_order_is_followed_by_its_plain_text_fallback, |db| async mov
     s.graph.answer_interactive("order_details", Reply::Error(400, 131009));
     s.queue(db, "charge:9:order", order()).await;
     let outcome = s.app.sender.send_next().await.unwrap();
-    assert!(matches!(&outcome, SendOutcome::Sent { wamid } if wamid == "wamid.FAKE000002"), "{outcome:?}");
+    assert!(
+        matches!(&outcome, SendOutcome::Sent { wamid } if *wamid == s.app.privacy_key.message_id("wamid.FAKE000002")),
+        "{outcome:?}"
+    );
 
     let sends = s.graph.sends();
     assert_eq!(sends.len(), 2);
@@ -230,7 +239,10 @@ contract!(a_refused_order_is_followed_by_its_plain_text_fallback, |db| async mov
     assert_eq!(sends[1].body["to"], CUSTOMER);
 
     let row = s.row(db).await;
-    assert_eq!((row.status.as_str(), row.provider_message_id.as_deref()), ("sent", Some("wamid.FAKE000002")));
+    assert_eq!(
+        (row.status.as_str(), row.provider_message_id.as_deref()),
+        ("sent", Some(s.app.privacy_key.message_id("wamid.FAKE000002").as_str()))
+    );
     let note = row.last_error.unwrap_or_default();
     assert!(note.contains("order_details refused") && note.contains("131009"), "{note}");
     assert!(note.contains("plain-text fallback"), "{note}");

@@ -24,7 +24,7 @@ contract!(a_reply_is_sent_with_token_key_and_documented_shape, |db| async move {
     let (app, graph, tenant) = one_reply_queued(db, &[]).await;
     let outcomes = app.drain_outbox().await;
     assert!(
-        matches!(outcomes.as_slice(), [SendOutcome::Sent { wamid }] if wamid == "wamid.FAKE000001"),
+        matches!(outcomes.as_slice(), [SendOutcome::Sent { wamid }] if *wamid == app.privacy_key.message_id("wamid.FAKE000001")),
         "{outcomes:?}"
     );
     let sends = graph.sends();
@@ -40,7 +40,10 @@ contract!(a_reply_is_sent_with_token_key_and_documented_shape, |db| async move {
     let rows = db.store.list_outbound(tenant.id).await.unwrap();
     assert_eq!(send.body["biz_opaque_callback_data"], rows[0].idempotency_key.as_str());
     assert!(rows[0].idempotency_key.starts_with("turn:"));
-    assert_eq!((rows[0].status.as_str(), rows[0].provider_message_id.as_deref()), ("sent", Some("wamid.FAKE000001")));
+    assert_eq!(
+        (rows[0].status.as_str(), rows[0].provider_message_id.as_deref()),
+        ("sent", Some(app.privacy_key.message_id("wamid.FAKE000001").as_str()))
+    );
     assert_eq!(app.metrics.outbox_sent.get(), 1);
 
     // Statuses move it forward only.
@@ -110,7 +113,10 @@ contract!(a_lost_response_is_resolved_by_the_status_webhook, |db| async move {
     let status = status_payload("wamid.ARRIVED", "sent", Some(&key));
     assert_eq!(app.post_webhook(&bytes(&status)).await.status(), 200);
     let row = &db.store.list_outbound(tenant.id).await.unwrap()[0];
-    assert_eq!((row.status.as_str(), row.provider_message_id.as_deref()), ("sent", Some("wamid.ARRIVED")));
+    assert_eq!(
+        (row.status.as_str(), row.provider_message_id.as_deref()),
+        ("sent", Some(app.privacy_key.message_id("wamid.ARRIVED").as_str()))
+    );
     // Long after the grace period: still not resent.
     assert_eq!(app.sender.send_next_at(now + TimeDelta::hours(1)).await.unwrap(), SendOutcome::Empty);
     assert_eq!(graph.sends().len(), 1);

@@ -128,7 +128,10 @@ contract!(the_payers_document_is_exported_and_erased_with_the_contact, |db| asyn
         Some(document)
     );
 
-    assert!(balcao::privacy::erase(&db.store, &s.tenant, ana.contact, Utc::now()).await.unwrap());
+    let key = balcao::domain::PrivacyKey::derive(&balcao::domain::Secret::new("test"));
+    let replier = local_replier(db);
+    let erased = balcao::privacy::erase(&db.store, &replier, &key, &s.tenant, ana.contact, Utc::now());
+    assert!(erased.await.unwrap());
     let export = db.store.export_contact(s.tenant.id, ana.contact).await.unwrap().expect("the contact");
     assert_eq!(export.contact.payer_document, None);
 });

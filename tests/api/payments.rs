@@ -235,6 +235,7 @@ impl ConfirmedCharge {
             staff: true,
             via: ConfirmedVia::Button,
             message: "wamid.t.click",
+            simulator: None,
         };
         assert!(db.store.decide_action(click.action, Decision::Confirm, &decider, chrono::Utc::now()).await.unwrap());
         let replier = local_replier(db);

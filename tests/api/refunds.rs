@@ -113,6 +113,7 @@ async fn confirm(db: &TestDb, s: &Scenario, action: ActionId, wamid: &str) {
         staff: true,
         via: ConfirmedVia::Button,
         message: wamid,
+        simulator: None,
     };
     assert!(db.store.decide_action(action, Decision::Confirm, &by, Utc::now()).await.unwrap());
 }

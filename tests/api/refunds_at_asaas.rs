@@ -127,6 +127,7 @@ contract!(an_asaas_refund_whose_answer_was_lost_is_made_once, |db| async move {
         staff: true,
         via: ConfirmedVia::Button,
         message: "wamid.l.click",
+        simulator: None,
     };
     assert!(db.store.decide_action(click.action, Decision::Confirm, &by, Utc::now()).await.unwrap());
 

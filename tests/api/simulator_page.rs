@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use balcao::store::{InboundStore, OutboxStore, TenantStore};
+use balcao::store::{ChargeStore, InboundStore, OutboxStore, TenantStore};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::contract;
-use crate::support::common::{TestApp, TestDb, local_test_config, test_config};
+use crate::support::common::{TestApp, TestDb, local_test_config, sandbox_test_config, test_config};
 use crate::support::console::Console;
 use crate::support::scenario::{STAFF, Scenario};
 
@@ -72,7 +72,7 @@ contract!(outside_local_mode_the_simulator_is_closed_without_a_login, |db| async
     );
 
     let with_token =
-        TestApp::spawn(db, test_config("http://127.0.0.1:9", &[("BALCAO_ADMIN_TOKEN", "let-me-in")])).await;
+        TestApp::spawn(db, sandbox_test_config("http://127.0.0.1:9", &[("BALCAO_ADMIN_TOKEN", "let-me-in")])).await;
     assert_eq!(send(&with_token, body.clone()).await.status(), StatusCode::UNAUTHORIZED);
     let ok = with_token
         .http
@@ -88,7 +88,7 @@ contract!(outside_local_mode_the_simulator_is_closed_without_a_login, |db| async
 contract!(a_console_admin_sees_only_their_tenants, |db| async move {
     Scenario::with_merchant(db).await;
     db.tenant_with("999000111", "outra", None).await;
-    let live = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
+    let live = TestApp::spawn(db, sandbox_test_config("http://127.0.0.1:9", &[])).await;
     let console = Console::login_new(db, &live.url, "dono@barbearia.com", "barbearia").await;
     let page = console.get("/simulator").await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
@@ -233,4 +233,83 @@ contract!(the_event_stream_ends_when_the_server_stops, |db| async move {
     })
     .await;
     ended.expect("the server waited on the event stream").unwrap().unwrap();
+});
+
+/// A console admin's simulator request: JSON, with the session cookie.
+async fn post_as(app: &TestApp, console: &Console, body: Value) -> reqwest::Response {
+    let url = format!("{}{MESSAGES}", app.url);
+    app.http.post(url).header("cookie", console.cookie_header()).json(&body).send().await.unwrap()
+}
+
+contract!(the_simulator_refuses_a_live_tenant_and_records_an_admins_tap_as_the_admin, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    // Live: the server's access token sends for the tenant.
+    let live = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
+    let console = Console::login_new(db, &live.url, "ana@barbearia.com", "barbearia").await;
+    let staff = format!("+{STAFF}");
+    let refused = post_as(&live, &console, json!({ "from": staff, "text": "oi" })).await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    assert!(refused.text().await.unwrap().contains("lojas de teste"));
+    assert_eq!(db.store.count_inbound(s.tenant.id).await.unwrap(), 0);
+    let page = console.get("/simulator").await;
+    assert!(!page.body.contains("value=\"barbearia\""), "a live tenant is offered: {}", page.body);
+
+    // Sandboxed (no token, sandbox Pix): the admin plays the staff and confirms a charge.
+    let app = TestApp::spawn(db, sandbox_test_config("http://127.0.0.1:9", &[])).await;
+    let console = Console::new(&app.url);
+    assert_eq!(
+        console.login("ana@barbearia.com", crate::support::console::PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+    // The customer wrote today (in the simulator too), so a charge may go to them.
+    assert_eq!(post_as(&app, &console, json!({ "from": CUSTOMER, "text": "oi" })).await.status(), StatusCode::OK);
+    let steps = [
+        json!({ "text": "oi" }),
+        json!({ "reply": { "id": "m:charge", "title": "Nova cobrança", "kind": "list" } }),
+        json!({ "text": "50,00" }),
+        json!({ "text": "11 99999-0001" }),
+        json!({ "text": "Corte e barba" }),
+    ];
+    for mut step in steps {
+        step["from"] = json!(staff);
+        assert_eq!(post_as(&app, &console, step).await.status(), StatusCode::OK);
+        app.drain_turns().await;
+    }
+    let offer = db.store.outbound_for_wa_id(s.tenant.id, STAFF, 0).await.unwrap();
+    let yes =
+        crate::support::clicks::last_buttons(&offer.into_iter().map(|r| r.message.0).collect::<Vec<_>>())[0].clone();
+    let tap = json!({ "from": staff, "reply": { "id": yes, "title": "Confirmar", "kind": "button" } });
+    assert_eq!(post_as(&app, &console, tap).await.status(), StatusCode::OK);
+    app.drain_turns().await;
+    type Decided = (String, Option<String>, Option<i64>, Option<String>);
+    let decided: Decided = crate::raw_pool!(db, pool => sqlx::query_as(
+        "SELECT status, confirmed_via, confirmed_by, decided_in_simulator FROM pending_actions WHERE kind = 'charge'")
+        .fetch_one(&pool).await.unwrap());
+    assert_eq!(decided, ("executed".into(), Some("simulator".into()), None, Some("ana@barbearia.com".into())));
+    let charges =
+        db.store.charges(s.tenant.id, None, chrono::Utc::now() - chrono::TimeDelta::days(1), 10).await.unwrap();
+    assert_eq!(charges.len(), 1);
+    let listed = console.get("/admin/barbearia/actions").await;
+    assert!(listed.body.contains("via simulador, por ana@barbearia.com"), "{}", listed.body);
+});
+
+contract!(local_mode_opens_the_simulator_only_to_a_loopback_host, |db| async move {
+    Scenario::with_merchant(db).await;
+    let app = local_app(db).await;
+    let path = format!("{}/simulator/api/tenants/barbearia", app.url);
+    for (host, expected) in [
+        ("localhost:8080", 200),
+        ("127.0.0.1", 200),
+        ("[::1]:8080", 200),
+        ("balcao.example.com", 403),
+        ("127.0.0.1.evil.example", 403),
+        ("localhost.evil.example:8080", 403),
+    ] {
+        let answer = app.http.get(&path).header("host", host).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), expected, "{host}");
+    }
+    // The page sends a rebinding visitor to the login, not to customers' conversations.
+    let page =
+        no_redirects().get(format!("{}/simulator", app.url)).header("host", "rebind.example").send().await.unwrap();
+    assert_eq!(page.status(), StatusCode::SEE_OTHER);
 });

@@ -179,12 +179,15 @@ contract!(every_documented_message_type_is_stored, |db| async move {
     let m = &turn.messages;
     assert_eq!(m[0].body.as_deref(), Some("Does it come in another color?"));
     assert_eq!(m[1].reply_id.as_deref(), Some("cancel-button"));
-    assert_eq!(m[1].context_id.as_deref(), Some("wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI3MEM2RUJFNkI0RENGQTVDRjUA"));
+    assert_eq!(
+        m[1].context_id.as_deref(),
+        Some(app.privacy_key.message_id("wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBI3MEM2RUJFNkI0RENGQTVDRjUA").as_str())
+    );
     assert_eq!(m[2].reply_id.as_deref(), Some("priority_express"));
     assert_eq!(m[3].reply_id.as_deref(), Some("Unsubscribe"));
     assert_eq!(turn.contact.profile_name.as_deref(), Some("Sheena Nelson"));
     assert_eq!(turn.contact.wa_id.as_ref().map(|p| p.as_str()), Some("+16505551234"));
-    assert_eq!(turn.trigger_message_id.as_deref(), Some("wamid.react"));
+    assert_eq!(turn.trigger_message_id.as_deref(), Some(app.privacy_key.message_id("wamid.react").as_str()));
 });
 
 contract!(a_bad_element_does_not_drop_its_siblings, |db| async move {

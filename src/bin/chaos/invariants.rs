@@ -93,8 +93,10 @@ async fn inbound(ctx: &Ctx, cast: &Cast, acked: &[String], out: &mut Vec<String>
         on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
     let stored: HashMap<&str, (Option<&str>, Option<&str>)> =
         rows.iter().map(|(id, state, error)| (id.as_str(), (state.as_deref(), error.as_deref()))).collect();
+    // The servers store message ids hashed under the key derived from the app secret.
+    let key = balcao::domain::PrivacyKey::derive(&balcao::domain::Secret::new(crate::meta::APP_SECRET));
     for id in acked {
-        match stored.get(id.as_str()) {
+        match stored.get(key.message_id(id).as_str()) {
             None => out.push(format!("acknowledged message {id} is not stored")),
             Some((Some("completed"), _)) => {}
             Some((Some("dead"), reason)) => out.push(format!("message {id}'s turn is dead: {reason:?}")),

@@ -1,15 +1,19 @@
-//! Who is at the console: email and password (argon2id), a session (tower-sessions, stored in
-//! our database), CSRF tokens on every form (axum_csrf, double-submit), and a login throttle
-//! counted in the database so every server process enforces it.
+//! Who is at the console: email and password (argon2id), an optional TOTP code
+//! (`balcao admin totp EMAIL`), a session (tower-sessions, stored in our database), CSRF tokens
+//! on every form (axum_csrf, double-submit), and a login throttle by source and e-mail counted
+//! in the database so every server process enforces it ([`super::throttle`]).
 //!
 //! Invariants: a session holds only the admin's id; their tenants are read on every request,
 //! so removing a membership takes effect at once. The session id changes at login (no
-//! fixation). A throttled email is refused before its password is checked.
+//! fixation). A throttled attempt is refused before its password is checked, and not counted.
+//! A TOTP code works once (its time step is spent).
 
 use argon2::password_hash::phc::PasswordHash;
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use axum::Form;
-use axum::extract::{FromRequestParts, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum_csrf::CsrfToken;
@@ -18,15 +22,13 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::error::{ConsoleError, render};
+use super::throttle;
+use crate::domain::TotpSecret;
 use crate::http::AppState;
-use crate::store::{AdminStore, TenantRef, TenantStore};
+use crate::store::{AdminStore, LoginStore, TenantRef, TenantStore};
 use crate::tenant::Tenant;
 
 const ADMIN_ID: &str = "admin_id";
-/// Failed logins counted per email over this window…
-const THROTTLE_WINDOW: TimeDelta = TimeDelta::minutes(15);
-/// …and refused once this many have failed.
-const THROTTLE_AFTER: i64 = 10;
 
 /// A logged-in admin and the tenants they may see.
 #[derive(Debug, Clone)]
@@ -101,20 +103,60 @@ pub async fn login_form(token: CsrfToken) -> Result<Response, ConsoleError> {
 pub struct LoginForm {
     email: String,
     password: String,
+    /// The authenticator app's code, for admins who turned it on.
+    #[serde(default)]
+    code: String,
+}
+
+/// Where a login comes from: the peer's address, or behind a configured proxy the last
+/// address it wrote to its header (the one it saw; earlier ones are the client's to invent).
+pub struct Source(String);
+
+impl FromRequestParts<AppState> for Source {
+    type Rejection = ConsoleError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let forwarded = state.trusted_proxy_header.as_deref().and_then(|name| {
+            let value = parts.headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).next_back()?;
+            value.rsplit(',').map(str::trim).find(|a| !a.is_empty()).map(str::to_owned)
+        });
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
+        Ok(Self(forwarded.or(peer).unwrap_or_else(|| "unknown".to_owned())))
+    }
+}
+
+/// "30 segundos", "2 minutos": how long a throttled login waits, rounded up.
+fn wait_text(wait: TimeDelta) -> String {
+    let seconds = wait.num_seconds().max(1) + i64::from(wait.subsec_nanos() > 0);
+    match seconds {
+        1 => "1 segundo".to_owned(),
+        2..=59 => format!("{seconds} segundos"),
+        _ => match (seconds + 59) / 60 {
+            1 => "1 minuto".to_owned(),
+            minutes => format!("{minutes} minutos"),
+        },
+    }
 }
 
 pub async fn login(
     State(state): State<AppState>,
     session: Session,
     token: CsrfToken,
+    Source(source): Source,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
     let email = form.email.trim().to_lowercase();
     let now = Utc::now();
-    // Each attempt is counted before its password is checked, so parallel guesses cannot all
-    // slip under the limit; a success clears the count.
-    if state.store.record_login_attempt(&email, now, now - THROTTLE_WINDOW).await? > THROTTLE_AFTER {
-        return Err(ConsoleError::Throttled);
+    // The attempt is written as a failure before its password is checked, so parallel guesses
+    // see each other; refused by the throttle, it is forgotten (it never counts).
+    let (attempt, failures) = state.store.begin_login_attempt(&email, &source, now, now - throttle::WINDOW).await?;
+    if let Some(wait) = throttle::wait(&failures, now) {
+        state.store.forget_login_attempt(attempt).await?;
+        tracing::warn!(%source, "console login throttled");
+        let error = format!("Muitas tentativas erradas. Espere {} e tente de novo.", wait_text(wait));
+        let page = LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some(&error) };
+        let retry = [(axum::http::header::RETRY_AFTER, (wait.num_seconds() + 1).to_string())];
+        return Ok((axum::http::StatusCode::TOO_MANY_REQUESTS, retry, token, render(&page)?).into_response());
     }
     let admin = state.store.admin_by_email(&email).await?;
     // Argon2 takes tens of milliseconds of CPU: keep it off the async workers. An unknown email
@@ -124,18 +166,30 @@ pub async fn login(
     let matches = tokio::task::spawn_blocking(move || password_matches(&password, &stored))
         .await
         .map_err(|e| ConsoleError::Internal(e.into()))?;
+    // The second factor, for an admin who turned it on: a code of this step (or one either
+    // side), each step spent once.
+    let totp = admin.as_ref().and_then(|a| Some((a.id, a.totp_secret.as_deref()?)));
+    let verified = matches
+        && match totp {
+            None => true,
+            Some((id, stored)) => match TotpSecret::parse(stored).and_then(|s| s.verify(&form.code, now.timestamp())) {
+                Some(step) => state.store.use_totp_step(id, step).await?,
+                None => false,
+            },
+        };
     match admin {
-        Some(admin) if matches => {
-            state.store.clear_login_attempts(&email).await?;
+        Some(admin) if verified => {
+            state.store.forget_login_attempt(attempt).await?;
+            state.store.clear_login_failures(&email, &source).await?;
             session.cycle_id().await.map_err(|e| ConsoleError::Internal(e.into()))?;
             session.insert(ADMIN_ID, admin.id).await.map_err(|e| ConsoleError::Internal(e.into()))?;
             tracing::info!(admin = admin.id, "console login");
             Ok(Redirect::to("/admin").into_response())
         }
         _ => {
-            tracing::warn!("console login failed");
-            let page =
-                LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some("E-mail ou senha incorretos.") };
+            tracing::warn!(%source, "console login failed");
+            let error = "E-mail, senha ou código incorretos.";
+            let page = LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some(error) };
             Ok((axum::http::StatusCode::UNAUTHORIZED, token, render(&page)?).into_response())
         }
     }
@@ -174,6 +228,15 @@ pub async fn add_admin(
     let password = password.to_owned();
     let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
     Ok(store.upsert_admin(&email, &hash, tenant.id, Utc::now()).await?)
+}
+
+/// Turns the admin's TOTP second factor on (a new secret, returned to show once) or off.
+pub async fn set_totp(store: &crate::store::Store, email: &str, on: bool) -> anyhow::Result<Option<TotpSecret>> {
+    let email = email.trim().to_lowercase();
+    let secret = on.then(TotpSecret::random);
+    let stored = secret.as_ref().map(TotpSecret::base32);
+    anyhow::ensure!(store.set_totp_secret(&email, stored.as_deref(), Utc::now()).await?, "no admin {email:?}");
+    Ok(secret)
 }
 
 /// The largest console form body (a reply text is the largest field).

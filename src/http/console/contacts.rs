@@ -116,6 +116,7 @@ async fn erase(
     if form.confirm != "sim" {
         return Err(ConsoleError::BadRequest("Marque a confirmação para apagar os dados.".into()));
     }
-    crate::privacy::erase(&state.store, &tenant, ContactId(id), state.store.db_time(Utc::now())).await?;
+    let now = state.store.db_time(Utc::now());
+    crate::privacy::erase(&state.store, &state.replier, &state.privacy_key, &tenant, ContactId(id), now).await?;
     Ok(Redirect::to(&format!("/admin/{slug}/contacts/{id}")).into_response())
 }

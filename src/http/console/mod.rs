@@ -16,6 +16,7 @@ pub mod auth;
 mod error;
 pub mod page;
 mod session_store;
+mod throttle;
 
 mod agenda;
 mod contacts;

@@ -4,9 +4,13 @@
 //! through the signed webhook intake, like WhatsApp's.
 //!
 //! Invariants (access, [`Viewer`]): it shows customers' conversations, so it is open to anyone
-//! only in local mode (no App Secret, nothing is sent) on a loopback address; otherwise only to
-//! callers presenting `BALCAO_ADMIN_TOKEN` (every tenant) or a logged-in console admin (only the
-//! tenants they belong to; another tenant is "not found", like one that does not exist).
+//! only in local mode (no App Secret, nothing is sent) on a loopback address, to requests that
+//! name a loopback host; otherwise only to callers presenting `BALCAO_ADMIN_TOKEN` (every
+//! tenant) or a logged-in console admin (only the tenants they belong to; another tenant is
+//! "not found", like one that does not exist), and then only for sandboxed tenants (nothing
+//! sent on WhatsApp, Pix in sandbox): on a live tenant it would act as real customers and
+//! staff. What anyone does here is recorded as them ([`Viewer::label`]), never as the phone
+//! they play.
 //! Without any of these the page redirects to the console login and the API answers 401 (an
 //! admin token exists and was not presented) or 403. The POST endpoints take JSON or nothing
 //! and the session cookie is `SameSite=Lax`, so another site cannot post to them in an admin's
@@ -55,6 +59,10 @@ pub enum SimError {
     /// No such tenant, or not one this viewer may see.
     #[error("not found")]
     NotFound,
+    /// A tenant that sends on WhatsApp or charges through a real Pix provider: outside local
+    /// mode the simulator would act in real people's names there.
+    #[error("live tenant")]
+    Live,
 }
 
 impl From<crate::store::StoreError> for SimError {
@@ -68,6 +76,11 @@ impl IntoResponse for SimError {
         match self {
             Self::Api(e) => e.into_response(),
             Self::NotFound => (StatusCode::NOT_FOUND, "not found").into_response(),
+            Self::Live => (
+                StatusCode::FORBIDDEN,
+                "o simulador só atende lojas de teste: sem token do WhatsApp e com o Pix em sandbox",
+            )
+                .into_response(),
         }
     }
 }
@@ -92,7 +105,9 @@ impl Viewer {
         {
             return Ok(Self::Everyone);
         }
-        if state.simulator_open {
+        // Open local mode trusts the request, not only the bind address: a same-host proxy or a
+        // DNS-rebinding page names another host.
+        if state.simulator_open && loopback_host(headers) {
             return Ok(Self::Everyone);
         }
         match (admin, &state.admin_token) {
@@ -102,34 +117,90 @@ impl Viewer {
         }
     }
 
-    /// The tenant `slug`, if this viewer may see it.
+    /// The tenant `slug`, if this viewer may see it: outside open local mode, only a sandboxed
+    /// one (see [`sandboxed`]).
     pub async fn tenant(&self, state: &AppState, slug: &str) -> Result<Tenant, SimError> {
-        match self {
-            Self::Everyone => state.store.tenant_by_slug(slug).await?.ok_or(SimError::NotFound),
+        let tenant = match self {
+            Self::Everyone => state.store.tenant_by_slug(slug).await?.ok_or(SimError::NotFound)?,
             Self::Admin(admin) => admin.tenant(state, slug).await.map_err(|e| match e {
                 ConsoleError::NotFound => SimError::NotFound,
                 other => SimError::Api(ApiError::Internal(anyhow::Error::new(other))),
-            }),
+            })?,
+        };
+        if !state.simulator_open && !sandboxed(state, &tenant) {
+            return Err(SimError::Live);
         }
+        Ok(tenant)
     }
 
     /// The tenants this viewer may pick.
     pub async fn tenants(&self, state: &AppState) -> Result<Vec<TenantRef>, SimError> {
+        let refs = match self {
+            Self::Everyone => state.store.all_tenants().await?,
+            Self::Admin(admin) => admin.tenants.clone(),
+        };
+        if state.simulator_open {
+            return Ok(refs);
+        }
+        let mut open = Vec::new();
+        for r in refs {
+            if let Some(tenant) = state.store.tenant_by_slug(&r.slug).await?
+                && sandboxed(state, &tenant)
+            {
+                open.push(r);
+            }
+        }
+        Ok(open)
+    }
+
+    /// Who the simulator's messages and taps are recorded as: the admin, never a phone.
+    pub fn label(&self, state: &AppState) -> String {
         match self {
-            Self::Everyone => Ok(state.store.all_tenants().await?),
-            Self::Admin(admin) => Ok(admin.tenants.clone()),
+            Self::Admin(admin) => admin.email.clone(),
+            Self::Everyone if state.simulator_open => "modo local".to_owned(),
+            Self::Everyone => "token de administrador".to_owned(),
         }
     }
 }
 
-/// The viewer and the tenant of a `/simulator/api/tenants/{slug}/…` request.
+/// Whether the request's `Host` is a loopback name (`localhost`, `127.x.x.x`, `[::1]`, any
+/// port).
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()) else { return false };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether nothing done to `tenant` reaches a real person or real money: it sends nothing on
+/// WhatsApp (no access token of its own or from the server, or local mode) and its Pix is the
+/// sandbox (or none).
+pub fn sandboxed(state: &AppState, tenant: &Tenant) -> bool {
+    state.replier.is_local(tenant) && tenant.settings.pix_is_sandbox()
+}
+
+/// The tenant of a `/simulator/api/tenants/{slug}/…` request, if its viewer may use it.
 async fn access(
     state: &AppState,
     headers: &HeaderMap,
     admin: Result<Admin, ConsoleError>,
     slug: &str,
 ) -> Result<Tenant, SimError> {
-    Viewer::of(state, headers, admin)?.tenant(state, slug).await
+    Ok(viewing(state, headers, admin, slug).await?.1)
+}
+
+/// The viewer and the tenant of a `/simulator/api/tenants/{slug}/…` request.
+async fn viewing(
+    state: &AppState,
+    headers: &HeaderMap,
+    admin: Result<Admin, ConsoleError>,
+    slug: &str,
+) -> Result<(Viewer, Tenant), SimError> {
+    let viewer = Viewer::of(state, headers, admin)?;
+    let tenant = viewer.tenant(state, slug).await?;
+    Ok((viewer, tenant))
 }
 
 pub async fn tenant(

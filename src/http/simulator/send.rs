@@ -1,31 +1,28 @@
 //! `POST /simulator/api/tenants/{slug}/messages`: the page's customer (or staff member) sends a
 //! text or taps a reply.
 //!
-//! Nothing is simulated below the webhook: the body is the payload Meta would send
-//! ([`crate::simulator::payload`]), signed with the server's own App Secret (in local mode the
-//! public development secret) and handed to the webhook handler itself, which verifies the
-//! signature over the raw bytes, stores the message (deduplicated by its id), enqueues the turn
-//! and wakes the workers. We call the handler in-process rather than posting over loopback:
-//! same code, no need to know our own address, and the caller's access was already checked.
+//! Nothing is simulated below the webhook's signature check: the body is the payload Meta would
+//! send ([`crate::simulator::payload`]), parsed and stored by the webhook's own intake
+//! (deduplicated by its id, the turn enqueued, the workers woken). It is not signed and posted
+//! as if from Meta: each message is marked with who sent it here (the admin's e-mail), so a tap
+//! on a staff button is recorded as that admin's, never as the staff phone's it plays.
 //!
 //! A tap names the message it answers (`context.id`) as WhatsApp does: the outbox row's wamid
 //! when it was sent, else (local mode, nothing sent) `wamid.local.<row id>`; intake stores it
 //! and nothing relies on it matching.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{SimError, access};
+use super::{SimError, viewing};
 use crate::domain::PhoneE164;
 use crate::http::console::ConsoleError;
 use crate::http::console::auth::Admin;
 use crate::http::{ApiError, AppState};
 use crate::simulator::payload::{self, Content, Reply, ReplyKind};
-use crate::whatsapp::signature::sign;
 
 /// WhatsApp's own limit on a text message.
 const TEXT_MAX: usize = 4096;
@@ -60,7 +57,7 @@ pub async fn send(
     Path(slug): Path<String>,
     Json(request): Json<SendRequest>,
 ) -> Result<Json<Value>, SimError> {
-    let tenant = access(&state, &headers, admin, &slug).await?;
+    let (viewer, tenant) = viewing(&state, &headers, admin, &slug).await?;
     let bad = |reason: &str| SimError::Api(ApiError::BadRequest(reason.to_owned()));
     let from = PhoneE164::parse(&request.from).map_err(|e| bad(&e.to_string()))?;
     let content = match (request.text, request.reply) {
@@ -87,12 +84,8 @@ pub async fn send(
     let name: String = request.name.trim().chars().take(NAME_MAX).collect();
     let name = if name.is_empty() { "Cliente".to_owned() } else { name };
     let message = payload::message(from.digits(), &wamid, chrono::Utc::now().timestamp(), &content);
-    let body = serde_json::to_vec(&payload::envelope(&tenant.phone_number_id, from.digits(), &name, message))
-        .map_err(|e| ApiError::Internal(e.into()))?;
-    let mut signed = HeaderMap::new();
-    let signature = sign(state.app_secret.expose().as_bytes(), &body);
-    signed.insert("x-hub-signature-256", HeaderValue::from_str(&signature).map_err(|e| ApiError::Internal(e.into()))?);
-    let status = crate::http::whatsapp_webhook::receive(State(state.clone()), signed, Bytes::from(body)).await?;
+    let body = payload::envelope(&tenant.phone_number_id, from.digits(), &name, message);
+    let status = crate::http::whatsapp_webhook::store(&state, &body, Some(&viewer.label(&state))).await?;
     if status != StatusCode::OK {
         return Err(ApiError::Internal(anyhow::anyhow!("the webhook answered {status}")).into());
     }

@@ -70,6 +70,8 @@ pub struct ActionEntry {
     pub confirmed_via: Option<String>,
     pub confirmed_by: Option<i64>,
     pub confirmed_by_name: Option<String>,
+    /// The admin who decided it in the simulator.
+    pub decided_in_simulator: Option<String>,
     pub decided_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
 }
@@ -78,7 +80,7 @@ pub struct ActionEntry {
 macro_rules! action_entry_columns {
     () => {
         "p.id, p.conversation_id, p.kind, p.subject, p.status, p.offer_text, p.expires_at, p.confirmed_via,
-         p.confirmed_by, d.profile_name AS confirmed_by_name, p.decided_at, p.created_at"
+         p.confirmed_by, d.profile_name AS confirmed_by_name, p.decided_in_simulator, p.decided_at, p.created_at"
     };
 }
 pub(crate) use action_entry_columns;

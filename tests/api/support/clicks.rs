@@ -3,7 +3,7 @@
 //! asked through "Devolver um Pix".
 
 use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb};
-use crate::support::payloads::{bytes, envelope, text};
+use crate::support::payloads::{bytes, envelope, now, text};
 use crate::support::scenario::{STAFF, Scenario};
 use balcao::domain::{ClickId, Decision, TenantId};
 use balcao::store::OutboxStore;
@@ -15,14 +15,14 @@ pub(crate) const CUSTOMER: &str = "5511999990001";
 pub(crate) const PAYER_DOCUMENT: &str = "529.982.247-25";
 
 pub(crate) fn button(from: &str, wamid: &str, id: &str) -> Value {
-    json!({ "from": from, "id": wamid, "timestamp": "1", "type": "interactive",
+    json!({ "from": from, "id": wamid, "timestamp": now(), "type": "interactive",
             "context": { "from": "15550783881", "id": "wamid.offer" },
             "interactive": { "type": "button_reply", "button_reply": { "id": id, "title": "Confirmar" } } })
 }
 
 /// A row picked from a list message, as Meta delivers it.
 pub(crate) fn pick(from: &str, wamid: &str, id: &str) -> Value {
-    json!({ "from": from, "id": wamid, "timestamp": "1", "type": "interactive",
+    json!({ "from": from, "id": wamid, "timestamp": now(), "type": "interactive",
             "context": { "from": "15550783881", "id": "wamid.list" },
             "interactive": { "type": "list_reply", "list_reply": { "id": id, "title": "x" } } })
 }

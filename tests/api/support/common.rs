@@ -175,6 +175,14 @@ pub fn test_config(graph_url: &str, extra: &[(&str, &str)]) -> Config {
     config_from(graph_url, &secrets, extra)
 }
 
+/// A production server (a real App Secret) with no WhatsApp access token: its tenants without
+/// a token of their own send nothing, so the simulator may serve them.
+pub fn sandbox_test_config(graph_url: &str, extra: &[(&str, &str)]) -> Config {
+    let mut config = test_config(graph_url, extra);
+    config.whatsapp.access_token = None;
+    config
+}
+
 /// Local mode as `cargo run` starts it: no App Secret (webhooks are signed with the public
 /// development secret), no access token, on a loopback port.
 pub fn local_test_config(graph_url: &str, extra: &[(&str, &str)]) -> Config {
@@ -212,6 +220,8 @@ pub struct TestApp {
     pub metrics: Metrics,
     /// The secret the server checks webhook signatures with.
     secret: Secret,
+    /// The key it hashes message ids and erased identities with.
+    pub privacy_key: balcao::domain::PrivacyKey,
     /// Dropping it stops the server.
     _stop: oneshot::Sender<()>,
 }
@@ -242,7 +252,8 @@ impl TestApp {
             let _ = stopped.await;
         }));
         let secret = config.whatsapp.app_secret.clone();
-        Self { url, http: reqwest::Client::new(), worker, sender, metrics, secret, _stop: stop }
+        let privacy_key = config.whatsapp.privacy_key.clone();
+        Self { url, http: reqwest::Client::new(), worker, sender, metrics, secret, privacy_key, _stop: stop }
     }
 
     /// POSTs `body` to the webhook, signed as Meta would.

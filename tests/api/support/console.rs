@@ -15,6 +15,8 @@ pub struct Console {
     http: reqwest::Client,
     cookies: Mutex<BTreeMap<String, String>>,
     pub csrf: Mutex<Option<String>>,
+    /// The client address a proxy in front of the server reports (`X-Forwarded-For`).
+    source: Option<String>,
 }
 
 pub struct Page {
@@ -26,7 +28,21 @@ pub struct Page {
 impl Console {
     pub fn new(base: &str) -> Self {
         let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().expect("client");
-        Self { base: base.to_owned(), http, cookies: Mutex::default(), csrf: Mutex::default() }
+        Self { base: base.to_owned(), http, cookies: Mutex::default(), csrf: Mutex::default(), source: None }
+    }
+
+    /// A browser behind the proxy at address `ip` (the server trusts `X-Forwarded-For`).
+    pub fn from_source(base: &str, ip: &str) -> Self {
+        Self { source: Some(ip.to_owned()), ..Self::new(base) }
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base)).header("cookie", self.cookie_header());
+        match &self.source {
+            // A client's own earlier hop, which the server must ignore, then the proxy's.
+            Some(ip) => request.header("x-forwarded-for", format!("10.9.8.7, {ip}")),
+            None => request,
+        }
     }
 
     /// The same browser pointed at another server (its cookies kept).
@@ -48,6 +64,14 @@ impl Console {
             self.get("/admin/login").await;
         }
         self.post("/admin/login", &[("email", email), ("password", password)]).await
+    }
+
+    /// Logs in with a TOTP code too.
+    pub async fn login_with_code(&self, email: &str, password: &str, code: &str) -> Page {
+        if self.csrf.lock().unwrap().is_none() {
+            self.get("/admin/login").await;
+        }
+        self.post("/admin/login", &[("email", email), ("password", password), ("code", code)]).await
     }
 
     pub fn cookie_header(&self) -> String {
@@ -76,8 +100,7 @@ impl Console {
     }
 
     pub async fn get(&self, path: &str) -> Page {
-        let response =
-            self.http.get(format!("{}{path}", self.base)).header("cookie", self.cookie_header()).send().await.unwrap();
+        let response = self.request(reqwest::Method::GET, path).send().await.unwrap();
         self.read(response).await
     }
 
@@ -91,14 +114,7 @@ impl Console {
 
     /// Posts exactly these fields (no CSRF token unless given).
     pub async fn post_raw(&self, path: &str, fields: &[(&str, &str)]) -> Page {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("cookie", self.cookie_header())
-            .form(fields)
-            .send()
-            .await
-            .unwrap();
+        let response = self.request(reqwest::Method::POST, path).form(fields).send().await.unwrap();
         self.read(response).await
     }
 }
@@ -121,7 +137,8 @@ pub struct ConsoleApp {
 impl ConsoleApp {
     pub async fn spawn(db: &TestDb) -> Self {
         let tenant = db.tenant().await;
-        let app = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
+        let proxied = [("BALCAO_TRUSTED_PROXY_HEADER", "X-Forwarded-For")];
+        let app = TestApp::spawn(db, test_config("http://127.0.0.1:9", &proxied)).await;
         Self { tenant, app }
     }
 }

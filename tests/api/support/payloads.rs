@@ -26,8 +26,21 @@ pub fn envelope(phone_number_id: &str, wa_id: &str, messages: Vec<Value>) -> Val
     })
 }
 
+/// A text message sent now (its `timestamp` is the current second, as Meta stamps it).
 pub fn text(wamid: &str, from: &str, body: &str) -> Value {
-    json!({ "from": from, "id": wamid, "timestamp": "1749416383", "type": "text", "text": { "body": body } })
+    json!({ "from": from, "id": wamid, "timestamp": now(), "type": "text", "text": { "body": body } })
+}
+
+/// Meta's `timestamp` of a message sent now: Unix seconds, as a string.
+pub fn now() -> String {
+    chrono::Utc::now().timestamp().to_string()
+}
+
+/// `envelope` with the contact's profile name.
+pub fn envelope_named(phone_number_id: &str, wa_id: &str, name: &str, messages: Vec<Value>) -> Value {
+    let mut body = envelope(phone_number_id, wa_id, messages);
+    body["entry"][0]["changes"][0]["value"]["contacts"][0]["profile"]["name"] = json!(name);
+    body
 }
 
 pub fn text_payload(wamid: &str, from: &str, body: &str) -> Value {

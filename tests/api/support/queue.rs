@@ -23,6 +23,7 @@ pub fn message(wamid: &str, wa_id: &str) -> NewInbound {
         context_id: None,
         sent_at: None,
         raw: serde_json::json!({ "id": wamid }),
+        simulated_by: None,
     }
 }
 

@@ -168,6 +168,7 @@ fn via_label(via: Option<&str>) -> &'static str {
         Some("button") => "botão no WhatsApp",
         Some("template_button") => "botão de modelo no WhatsApp",
         Some("typed") => "confirmação por texto",
+        Some("simulator") => "simulador",
         Some(_) => "outro meio",
         None => "—",
     }
@@ -193,10 +194,11 @@ pub(crate) fn action_row(tz: Tz, a: &ActionEntry) -> ActionRow {
         created: at(tz, a.created_at),
         expires: at(tz, a.expires_at),
         how: if a.confirmed_via.is_some() { via_label(a.confirmed_via.as_deref()).to_owned() } else { String::new() },
-        by: match (a.confirmed_by, a.confirmed_by_name.as_deref()) {
-            (Some(_), Some(name)) if !name.trim().is_empty() => name.to_owned(),
-            (Some(id), _) => format!("contato nº {id}"),
-            (None, _) => String::new(),
+        by: match (a.decided_in_simulator.as_deref(), a.confirmed_by, a.confirmed_by_name.as_deref()) {
+            (Some(admin), _, _) => format!("via simulador, por {admin}"),
+            (None, Some(_), Some(name)) if !name.trim().is_empty() => name.to_owned(),
+            (None, Some(id), _) => format!("contato nº {id}"),
+            (None, None, _) => String::new(),
         },
         decided: a.decided_at.map(|t| at(tz, t)).unwrap_or_default(),
     }

@@ -1,0 +1,256 @@
+//! Finding a person in text we did not write for them: a staff member's typed message, the
+//! merchant agent's history, a notice quoting a customer. Used by the erasure on the merchant's
+//! side, where the rows are not the customer's own and are found by what they contain.
+//!
+//! A number is found however it was written (`+55 (11) 98765-4321`, `11987654321`,
+//! `98765-4321`, with or without the ninth digit): any run of digit groups whose digits are
+//! the last eight or more of either spelling. A name is found as whole words, ignoring case
+//! (a profile name "Ana" is in "a Ana vem", not in "banana").
+//! What matches is replaced whole, never cut around: a string that quotes the person says
+//! nothing else worth keeping, and in JSON every free-text sibling of the match goes too (a
+//! tool call's description beside its phone), while numbers, amounts, dates and structural fields
+//! (`type`, `id`, `role`...) stay, so amounts, dates, ids and the shape survive.
+
+use serde_json::Value;
+
+use super::PhoneE164;
+
+/// Digits a run must have to count as a phone number: the local part of a Brazilian number.
+const MIN_PHONE_DIGITS: usize = 8;
+/// A name shorter than this would match inside unrelated words.
+const MIN_NAME_CHARS: usize = 3;
+/// JSON fields that hold structure, not free text: kept even beside a match.
+const STRUCTURAL: &[&str] = &["type", "id", "tool_use_id", "role", "kind", "status", "name", "tool"];
+
+/// What identifies one person in free text.
+#[derive(Debug, Clone, Default)]
+pub struct Needles {
+    /// Digit strings found however they are punctuated: each spelling of the number (with
+    /// and without the ninth digit), a CPF or CNPJ.
+    spellings: Vec<String>,
+    /// Lowercased names (profile name, username), found as whole words.
+    names: Vec<String>,
+    /// Lowercased texts (a charge's description) found only as a whole message: the answer a
+    /// staff member typed into a form, not every mention of a common word.
+    texts: Vec<String>,
+}
+
+impl Needles {
+    /// The number, with its other spelling when it is a Brazilian mobile.
+    pub fn number(mut self, phone: &PhoneE164) -> Self {
+        let digits = phone.digits().to_owned();
+        let key = phone.match_key();
+        if key != digits {
+            self.spellings.push(key);
+        } else if digits.len() == 12 && digits.starts_with("55") && digits.as_bytes()[4] >= b'6' {
+            // A Brazilian mobile stored without its ninth digit: the other spelling has it.
+            self.spellings.push(format!("{}9{}", &digits[..4], &digits[4..]));
+        }
+        self.spellings.push(digits);
+        self
+    }
+
+    /// A document's digits (CPF, CNPJ), however punctuated.
+    pub fn digits(mut self, raw: &str) -> Self {
+        let digits: String = raw.chars().filter(char::is_ascii_digit).collect();
+        if digits.len() >= MIN_PHONE_DIGITS {
+            self.spellings.push(digits);
+        }
+        self
+    }
+
+    pub fn name(mut self, name: &str) -> Self {
+        let name = name.trim().to_lowercase();
+        if name.chars().count() >= MIN_NAME_CHARS {
+            self.names.push(name);
+        }
+        self
+    }
+
+    pub fn text(mut self, text: &str) -> Self {
+        let text = text.trim().to_lowercase();
+        if text.chars().count() >= MIN_NAME_CHARS {
+            self.texts.push(text);
+        }
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spellings.is_empty() && self.names.is_empty() && self.texts.is_empty()
+    }
+
+    /// Lowercase `LIKE` patterns that every match satisfies (a prefilter; [`Self::matches`] decides).
+    pub fn like_patterns(&self) -> Vec<String> {
+        let mut patterns: Vec<String> = self
+            .spellings
+            .iter()
+            .map(|s| format!("%{}%", &s[s.len().saturating_sub(4)..]))
+            .chain(self.names.iter().chain(&self.texts).map(|n| format!("%{}%", n.replace(['%', '_'], "_"))))
+            .collect();
+        patterns.sort();
+        patterns.dedup();
+        patterns
+    }
+
+    /// Whether `text` names the person.
+    pub fn matches(&self, text: &str) -> bool {
+        if !self.names.is_empty() || !self.texts.is_empty() {
+            let lower = text.to_lowercase();
+            let whole = lower.trim();
+            if self.names.iter().any(|n| contains_word(&lower, n)) || self.texts.iter().any(|t| t == whole) {
+                return true;
+            }
+        }
+        !self.spellings.is_empty() && digit_runs(text).iter().any(|run| self.number_in(run))
+    }
+
+    /// `Some(placeholder)` when `text` names the person.
+    pub fn scrub_text(&self, text: &str, placeholder: &str) -> Option<String> {
+        self.matches(text).then(|| placeholder.to_owned())
+    }
+
+    /// Replaces, in place, every string that names the person and its free-text siblings.
+    /// Whether anything changed.
+    pub fn scrub_json(&self, value: &mut Value, placeholder: &str) -> bool {
+        match value {
+            Value::String(s) => {
+                let hit = self.matches(s);
+                if hit {
+                    *s = placeholder.to_owned();
+                }
+                hit
+            }
+            Value::Array(items) => {
+                items.iter_mut().fold(false, |changed, item| self.scrub_json(item, placeholder) | changed)
+            }
+            Value::Object(fields) => {
+                let direct = fields.values().any(|v| v.as_str().is_some_and(|s| self.matches(s)));
+                let mut changed = false;
+                for (name, field) in fields.iter_mut() {
+                    match field {
+                        Value::String(s)
+                            if direct && is_free_text(s) && !STRUCTURAL.contains(&name.as_str()) || self.matches(s) =>
+                        {
+                            *s = placeholder.to_owned();
+                            changed = true;
+                        }
+                        Value::String(_) => {}
+                        other => changed |= self.scrub_json(other, placeholder),
+                    }
+                }
+                changed
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether some consecutive digit groups of `run` are the end (8+ digits) of a spelling.
+    fn number_in(&self, groups: &[&str]) -> bool {
+        (0..groups.len()).any(|start| {
+            let mut digits = String::new();
+            groups[start..].iter().any(|group| {
+                digits.push_str(group);
+                digits.len() >= MIN_PHONE_DIGITS && self.spellings.iter().any(|s| s.ends_with(digits.as_str()))
+            })
+        })
+    }
+}
+
+/// Whether `needle` occurs in `text` as whole words ("ana" in "a Ana vem", not in "banana").
+fn contains_word(text: &str, needle: &str) -> bool {
+    text.match_indices(needle).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + needle.len()..].chars().next();
+        !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+    })
+}
+
+/// Text with words in it; amounts, dates and codes have none and are kept beside a match.
+fn is_free_text(s: &str) -> bool {
+    s.chars().any(char::is_alphabetic)
+}
+
+/// The digit groups of each run of digits and phone punctuation (`+`, `(`, `)`, `-`, `.`,
+/// spaces) in `text`.
+fn digit_runs(text: &str) -> Vec<Vec<&str>> {
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    let mut group_start: Option<usize> = None;
+    for (i, c) in text.char_indices() {
+        if c.is_ascii_digit() {
+            group_start.get_or_insert(i);
+            continue;
+        }
+        if let Some(start) = group_start.take() {
+            current.push(&text[start..i]);
+        }
+        if !matches!(c, '+' | '(' | ')' | '-' | '.' | ' ') && !current.is_empty() {
+            runs.push(std::mem::take(&mut current));
+        }
+    }
+    if let Some(start) = group_start {
+        current.push(&text[start..]);
+    }
+    if !current.is_empty() {
+        runs.push(current);
+    }
+    runs
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn needles() -> Needles {
+        let phone = PhoneE164::parse("+5511987654321").unwrap();
+        Needles::default().number(&phone).name("Maria Souza").name("ms").digits("529.982.247-25").text("Corte")
+    }
+
+    #[test]
+    fn a_number_is_found_however_it_was_typed() {
+        let n = needles();
+        for text in [
+            "cobrar +5511987654321 50",
+            "cliente 11987654321",
+            "(11) 98765-4321",
+            "+55 11 9 8765 4321.",
+            "ligar 98765-4321 amanhã",
+            "sem o nono: 551187654321",
+            "8765-4321",
+            "R$ 50 (11) 98765-4321 hoje",
+            "MARIA SOUZA pagou",
+            "CPF 529.982.247-25",
+            " corte ",
+        ] {
+            assert!(n.matches(text), "{text:?}");
+        }
+        for text in
+            ["R$ 50,00", "4321", "98765-4322", "5511987654320", "ms", "pedido 1234567812345678", "mariasouza", ""]
+        {
+            assert!(!n.matches(text), "{text:?}");
+        }
+        assert!(!n.matches("Corte e barba"));
+        let other = Needles::default().number(&PhoneE164::parse("551187654321").unwrap());
+        assert!(other.matches("+55 11 98765-4321"));
+    }
+
+    #[test]
+    fn json_keeps_amounts_ids_and_shape() {
+        let n = needles();
+        let mut v = json!({ "type": "tool_use", "id": "toolu_1", "name": "propose_charge",
+            "input": { "customer_phone": "+5511987654321", "amount": "50,00", "cents": 5000, "description": "Corte" },
+            "other": { "text": "nada aqui" } });
+        assert!(n.scrub_json(&mut v, "x"));
+        assert_eq!(
+            v,
+            json!({ "type": "tool_use", "id": "toolu_1", "name": "propose_charge",
+            "input": { "customer_phone": "x", "amount": "50,00", "cents": 5000, "description": "x" },
+            "other": { "text": "nada aqui" } })
+        );
+        let mut untouched = json!({ "text": "oi" });
+        assert!(!n.scrub_json(&mut untouched, "x"));
+        assert!(n.like_patterns().contains(&"%4321%".to_owned()));
+    }
+}

@@ -1,0 +1,312 @@
+//! Erasure: a contact's personal data removed in one transaction, the books kept (see
+//! `crate::privacy` for exactly what is erased and what is kept, and why).
+
+mod scrub;
+mod tombstones;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::types::Json;
+
+use super::{Dialect, Store, StoreError, StoreResult, writing};
+use crate::actions::ActionPayload;
+use crate::domain::{ActionId, Cents, ContactId, ConversationId, Needles, PhoneE164, PrivacyKey, TenantId};
+use crate::whatsapp::OutboundMessage;
+use scrub::scrub_in_tx;
+use tombstones::tombstones_in_tx;
+pub use tombstones::{Gate, TombstoneStore};
+
+/// What the erasure writes in place of personal data.
+#[derive(Debug, Clone)]
+pub struct Redactions {
+    /// The text left where a message, an offer or a description was.
+    pub text: String,
+    /// The outbound message left in place of each one sent or queued.
+    pub message: OutboundMessage,
+}
+
+/// An action a person had confirmed that had not run when the erasure landed: it is cancelled
+/// (it would have run on placeholders), and whoever confirmed it is told.
+#[derive(Debug, Clone)]
+pub struct CancelledAction {
+    pub id: ActionId,
+    /// Where it was confirmed: the customer's conversation, or a staff member's.
+    pub conversation: ConversationId,
+    pub what: Cancelled,
+}
+
+/// What a cancelled action was about, with no one's data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancelled {
+    /// A merchant's charge, confirmed in a staff member's conversation.
+    Charge { amount: Cents },
+    /// A customer's booking or move to `starts_at`, confirmed in their conversation.
+    Booking { starts_at: DateTime<Utc> },
+    /// Another of the customer's own actions (a cancellation, a confirmed attendance).
+    Other,
+}
+
+impl Cancelled {
+    fn of(payload: &ActionPayload) -> Self {
+        match payload {
+            ActionPayload::Charge { amount, .. } => Self::Charge { amount: *amount },
+            ActionPayload::Booking { starts_at, .. } | ActionPayload::Move { starts_at, .. } => {
+                Self::Booking { starts_at: *starts_at }
+            }
+            _ => Self::Other,
+        }
+    }
+}
+
+#[allow(async_fn_in_trait)]
+pub trait ErasureStore {
+    /// Anonymizes the contact in one transaction (see `crate::privacy`) and returns the
+    /// actions it cancelled. `Ok(None)` when it was erased before (nothing changes);
+    /// `NotFound` when the tenant has no such contact.
+    async fn erase_contact(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        redactions: &Redactions,
+        key: &PrivacyKey,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Vec<CancelledAction>>>;
+}
+
+/// A placeholder that stays unique per contact and identifies no one.
+pub fn erased_key(contact: ContactId) -> String {
+    format!("erased:{}", contact.0)
+}
+
+/// A syntactically valid number for typed payloads that need one: country code 999 is
+/// reserved (unassigned) by the ITU, so it reaches no one.
+fn erased_phone(contact: ContactId) -> StoreResult<PhoneE164> {
+    PhoneE164::parse(&format!("+999{:09}", contact.0.rem_euclid(1_000_000_000)))
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The stored identities of the contact being erased.
+#[derive(sqlx::FromRow)]
+struct Erasing {
+    wa_id: Option<String>,
+    user_id: Option<String>,
+    username: Option<String>,
+    profile_name: Option<String>,
+    payer_document: Option<String>,
+    erased_at: Option<DateTime<Utc>>,
+}
+
+/// Ledger rows' arguments and results, replaced by `$1` at `$2` in tenant `$3`, where (the
+/// caller's condition on `$4` follows).
+const ERASE_LEDGER_ROWS: &str = "UPDATE agent_tool_executions SET arguments = $1,
+     result = CASE WHEN result IS NULL THEN NULL ELSE $1 END, error = NULL, updated_at = $2
+ WHERE tenant_id = $3 AND";
+
+/// Pending becomes expired and confirmed becomes cancelled; executed, failed and the rest
+/// keep their status (what happened, happened).
+const SETTLE_STATUS: &str = "status = CASE WHEN status = 'pending' THEN 'expired'
+                                           WHEN status = 'confirmed' THEN 'cancelled' ELSE status END,
+     decided_at = CASE WHEN status = 'pending' THEN $2 ELSE decided_at END";
+
+impl ErasureStore for Store {
+    async fn erase_contact(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        redactions: &Redactions,
+        key: &PrivacyKey,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Vec<CancelledAction>>> {
+        let erased = json!({ "erased": true });
+        let text = redactions.text.as_str();
+        let placeholder = erased_key(contact);
+        let phone = erased_phone(contact)?;
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let found: Option<Erasing> = sqlx::query_as(
+                "SELECT wa_id, user_id, username, profile_name, payer_document, erased_at FROM contacts WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant.0)
+            .bind(contact.0)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(person) = found else {
+                return Err(StoreError::NotFound(format!("contact {}", contact.0)));
+            };
+            if person.erased_at.is_some() {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let number = person.wa_id.as_deref().and_then(|digits| PhoneE164::parse(digits).ok());
+            let mut needles = Needles::default();
+            for name in [&person.profile_name, &person.username].into_iter().flatten() {
+                needles = needles.name(name);
+            }
+            if let Some(document) = &person.payer_document {
+                needles = needles.digits(document);
+            }
+            if let Some(number) = &number {
+                needles = needles.number(number);
+            }
+            // The descriptions of the customer's charges, as a staff member typed them.
+            let descriptions: Vec<String> = sqlx::query_scalar(
+                "SELECT c.description FROM charges c JOIN conversations v
+                   ON v.tenant_id = c.tenant_id AND v.id = c.customer_conversation_id
+                 WHERE c.tenant_id = $1 AND v.contact_id = $2",
+            )
+            .bind(tenant.0)
+            .bind(contact.0)
+            .fetch_all(&mut *tx)
+            .await?;
+            for description in &descriptions {
+                needles = needles.text(description);
+            }
+            let identities = key.identities(number.as_ref(), person.user_id.as_deref(), person.username.as_deref());
+            tombstones_in_tx!(tx, tenant, &identities, now)?;
+            let mut cancelled = Vec::new();
+            let conversation: Option<i64> =
+                sqlx::query_scalar("SELECT id FROM conversations WHERE tenant_id = $1 AND contact_id = $2")
+                    .bind(tenant.0)
+                    .bind(contact.0)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            sqlx::query(
+                "UPDATE contacts SET external_key = $1, wa_id = NULL, user_id = NULL, username = NULL,
+                     profile_name = NULL, payer_document = NULL, erased_at = $2,
+                     opted_out_at = COALESCE(opted_out_at, $2), updated_at = $2
+                 WHERE tenant_id = $3 AND id = $4",
+            )
+            .bind(&placeholder)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(contact.0)
+            .execute(&mut *tx)
+            .await?;
+            // The model's ledger rows of the customer's calls.
+            sqlx::query(sqlx::AssertSqlSafe(format!("{ERASE_LEDGER_ROWS} contact_id = $4")))
+            .bind(Json(&erased))
+            .bind(now)
+            .bind(tenant.0)
+            .bind(contact.0)
+            .execute(&mut *tx)
+            .await?;
+            if let Some(conversation) = conversation {
+                let (t, v) = (tenant.0, conversation);
+                sqlx::query("UPDATE inbound_messages SET body = NULL, raw = $1 WHERE tenant_id = $2 AND conversation_id = $3")
+                    .bind(Json(&erased)).bind(t).bind(v).execute(&mut *tx).await?;
+                sqlx::query(
+                    "UPDATE outbound_messages SET message = $1, to_wa_id = NULL, to_user_id = NULL, last_error = NULL,
+                         status = CASE WHEN status IN ('pending', 'sending', 'unknown') THEN 'cancelled' ELSE status END,
+                         updated_at = $2
+                     WHERE tenant_id = $3 AND conversation_id = $4",
+                )
+                .bind(Json(&redactions.message)).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+                sqlx::query("DELETE FROM conversation_messages WHERE tenant_id = $1 AND conversation_id = $2")
+                    .bind(t).bind(v).execute(&mut *tx).await?;
+                sqlx::query("UPDATE conversations SET menu_state = NULL WHERE tenant_id = $1 AND id = $2")
+                    .bind(t).bind(v).execute(&mut *tx).await?;
+                // Turns not finished would answer someone who is no longer there; a running one loses
+                // its lease here, so its late writes (history, replies) are refused.
+                sqlx::query(
+                    "UPDATE jobs SET state = 'completed', last_error = 'contact erased', locked_by = NULL, updated_at = $1
+                     WHERE tenant_id = $2 AND conversation_id = $3 AND state IN ('available', 'retryable', 'running')",
+                )
+                .bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+                // The customer's own confirmed actions (a booking, a move) would run for no one.
+                let confirmed: Vec<(String, Json<ActionPayload>)> = sqlx::query_as(
+                    "SELECT id, payload FROM pending_actions
+                     WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'confirmed'",
+                )
+                .bind(t).bind(v).fetch_all(&mut *tx).await?;
+                cancelled.extend(confirmed.into_iter().filter_map(|(id, Json(payload))| {
+                    let what = Cancelled::of(&payload);
+                    Some(CancelledAction { id: ActionId::parse(&id)?, conversation: ConversationId(v), what })
+                }));
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "UPDATE pending_actions SET offer_text = $1, confirmed_message = NULL, error = NULL, {SETTLE_STATUS},
+                         updated_at = $2
+                     WHERE tenant_id = $3 AND conversation_id = $4"
+                )))
+                .bind(text).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+                sqlx::query(
+                    "UPDATE charges SET description = $1, customer_phone = $2, updated_at = $3
+                     WHERE tenant_id = $4 AND customer_conversation_id = $5",
+                )
+                .bind(text).bind(&placeholder).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+                // Refund offers of those charges quote the number and the description; the refund
+                // itself (an amount of a charge, back to the account that paid) goes on as it was.
+                sqlx::query(
+                    "UPDATE pending_actions SET offer_text = $1, updated_at = $2
+                     WHERE tenant_id = $3 AND kind = 'refund' AND EXISTS (
+                         SELECT 1 FROM charges c WHERE c.tenant_id = pending_actions.tenant_id
+                           AND c.customer_conversation_id = $4 AND pending_actions.subject LIKE 'refund:' || c.id || ':%')",
+                )
+                .bind(text).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+            }
+            // The merchant's charge proposals name the customer by number (payload and subject).
+            if let Some(number) = &number {
+                let rows: Vec<(String, i64, String, Json<ActionPayload>)> = sqlx::query_as(
+                    "SELECT id, conversation_id, status, payload FROM pending_actions
+                     WHERE tenant_id = $1 AND kind = 'charge' AND (subject LIKE $2 OR subject LIKE $3)",
+                )
+                .bind(tenant.0)
+                .bind(format!("charge:+{}:%", number.match_key()))
+                // Proposals made before subjects used the match key name the number as typed.
+                .bind(format!("charge:{number}:%"))
+                .fetch_all(&mut *tx)
+                .await?;
+                for (id, conversation, status, Json(payload)) in rows {
+                    let amount = match &payload {
+                        ActionPayload::Charge { amount, description, payer_document, .. } => {
+                            needles = needles.text(description);
+                            if let Some(document) = payer_document {
+                                needles = needles.digits(document.as_str());
+                            }
+                            *amount
+                        }
+                        _ => Cents(0),
+                    };
+                    let redacted = ActionPayload::Charge {
+                        customer_phone: phone.clone(),
+                        amount,
+                        description: text.to_owned(),
+                        payer_document: None,
+                    };
+                    sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "UPDATE pending_actions SET payload = $1, fingerprint = $3, subject = $4, offer_text = $5,
+                             result = NULL, error = NULL, {SETTLE_STATUS}, updated_at = $2
+                         WHERE tenant_id = $6 AND id = $7"
+                    )))
+                    .bind(Json(&redacted))
+                    .bind(now)
+                    .bind(redacted.fingerprint())
+                    .bind(format!("charge:{placeholder}:{id}"))
+                    .bind(text)
+                    .bind(tenant.0)
+                    .bind(&id)
+                    .execute(&mut *tx)
+                    .await?;
+                    let Some(action) = ActionId::parse(&id) else { continue };
+                    if status == "confirmed" {
+                        let what = Cancelled::of(&redacted);
+                        cancelled.push(CancelledAction { id: action, conversation: ConversationId(conversation), what });
+                    }
+                    sqlx::query(sqlx::AssertSqlSafe(format!("{ERASE_LEDGER_ROWS} subject = $4")))
+                    .bind(Json(&erased))
+                    .bind(now)
+                    .bind(tenant.0)
+                    .bind(action.subject())
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+            // Copies on the merchant's side, found by what they say: staff messages typed or
+            // received, the merchant agent's history, notices, errors.
+            if !needles.is_empty() {
+                scrub_in_tx!(tx, tenant, &needles, text)?;
+            }
+            tx.commit().await?;
+            Ok(Some(cancelled))
+        })
+    }
+}

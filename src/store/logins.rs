@@ -1,0 +1,117 @@
+//! Failed console logins, kept by e-mail and by source address so the throttle
+//! (`crate::http::console::throttle`) can slow a guesser without locking the owner out.
+//!
+//! An attempt is written as a failure before its password is checked, under a lock per e-mail
+//! and per source, so parallel guesses see each other; it is forgotten when it is refused by
+//! the throttle (a refused attempt never counts) or when it succeeds.
+
+use chrono::{DateTime, Utc};
+
+use super::{Dialect, Store, StoreResult, writing};
+
+/// Failures of one kind since the window's start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, sqlx::FromRow)]
+pub struct Tally {
+    pub count: i64,
+    pub last: Option<DateTime<Utc>>,
+}
+
+/// The failures an attempt is judged by, its own excluded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoginFailures {
+    /// This e-mail from this source.
+    pub pair: Tally,
+    /// This source, any e-mail.
+    pub source: Tally,
+    /// This e-mail, any source.
+    pub email: Tally,
+}
+
+#[allow(async_fn_in_trait)]
+pub trait LoginStore {
+    /// Writes an attempt as failed (until [`Self::forget_login_attempt`]) and returns its row
+    /// and the failures before it since `since`.
+    async fn begin_login_attempt(
+        &self,
+        email: &str,
+        source: &str,
+        now: DateTime<Utc>,
+        since: DateTime<Utc>,
+    ) -> StoreResult<(i64, LoginFailures)>;
+    async fn forget_login_attempt(&self, id: i64) -> StoreResult<()>;
+    /// After a success: this e-mail's failures from this source.
+    async fn clear_login_failures(&self, email: &str, source: &str) -> StoreResult<()>;
+}
+
+/// One tally over `login_failures`, the attempt `$4` excluded.
+macro_rules! tally {
+    ($tx:ident, $filter:literal, $email:expr, $source:expr, $since:expr, $id:expr) => {
+        sqlx::query_as::<_, Tally>(concat!(
+            "SELECT COUNT(*) AS count, MAX(failed_at) AS last FROM login_failures
+             WHERE ",
+            $filter,
+            " AND failed_at >= $3 AND id <> $4"
+        ))
+        .bind($email)
+        .bind($source)
+        .bind($since)
+        .bind($id)
+        .fetch_one(&mut *$tx)
+        .await?
+    };
+}
+
+impl LoginStore for Store {
+    async fn begin_login_attempt(
+        &self,
+        email: &str,
+        source: &str,
+        now: DateTime<Utc>,
+        since: DateTime<Utc>,
+    ) -> StoreResult<(i64, LoginFailures)> {
+        writing!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            // One attempt at a time per e-mail and per source (SQLite's writer already is);
+            // two key spaces, so an e-mail and an address never share a lock.
+            for (space, key) in [(1, email), (2, source)] {
+                sqlx::query(pool.pick("SELECT $1, $2", "SELECT pg_advisory_xact_lock($1, hashtext($2))"))
+                    .bind(space)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let id: i64 =
+                sqlx::query_scalar("INSERT INTO login_failures (email, source, failed_at) VALUES ($1, $2, $3) RETURNING id")
+                    .bind(email)
+                    .bind(source)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            let failures = LoginFailures {
+                pair: tally!(tx, "email = $1 AND source = $2", email, source, since, id),
+                source: tally!(tx, "($1 = $1) AND source = $2", email, source, since, id),
+                email: tally!(tx, "email = $1 AND ($2 = $2)", email, source, since, id),
+            };
+            tx.commit().await?;
+            Ok((id, failures))
+        })
+    }
+
+    async fn forget_login_attempt(&self, id: i64) -> StoreResult<()> {
+        writing!(self, pool => {
+            sqlx::query("DELETE FROM login_failures WHERE id = $1").bind(id).execute(pool).await?;
+            Ok(())
+        })
+    }
+
+    async fn clear_login_failures(&self, email: &str, source: &str) -> StoreResult<()> {
+        writing!(self, pool => {
+            sqlx::query("DELETE FROM login_failures WHERE email = $1 AND source = $2")
+                .bind(email)
+                .bind(source)
+                .execute(pool)
+                .await?;
+            Ok(())
+        })
+    }
+}
