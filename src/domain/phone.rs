@@ -67,6 +67,22 @@ impl PhoneE164 {
         }
     }
 
+    /// The digits of every spelling of the number: itself, and for a Brazilian mobile the
+    /// other one (with or without the ninth digit).
+    pub fn spellings(&self) -> Vec<String> {
+        let digits = self.digits().to_owned();
+        let key = self.match_key();
+        let other = if key != digits {
+            key
+        } else if digits.len() == 12 && digits.starts_with("55") && digits.as_bytes()[4] >= b'6' {
+            // A mobile stored without its ninth digit (`match_key`'s own form): add it back.
+            format!("{}9{}", &digits[..4], &digits[4..])
+        } else {
+            return vec![digits];
+        };
+        vec![digits, other]
+    }
+
     /// Whether two numbers reach the same person (see [`PhoneE164::match_key`]).
     pub fn same_person(&self, other: &PhoneE164) -> bool {
         self == other || self.match_key() == other.match_key()

@@ -38,15 +38,7 @@ pub struct Needles {
 impl Needles {
     /// The number, with its other spelling when it is a Brazilian mobile.
     pub fn number(mut self, phone: &PhoneE164) -> Self {
-        let digits = phone.digits().to_owned();
-        let key = phone.match_key();
-        if key != digits {
-            self.spellings.push(key);
-        } else if digits.len() == 12 && digits.starts_with("55") && digits.as_bytes()[4] >= b'6' {
-            // A Brazilian mobile stored without its ninth digit: the other spelling has it.
-            self.spellings.push(format!("{}9{}", &digits[..4], &digits[4..]));
-        }
-        self.spellings.push(digits);
+        self.spellings.extend(phone.spellings());
         self
     }
 
@@ -85,7 +77,7 @@ impl Needles {
             .spellings
             .iter()
             .map(|s| format!("%{}%", &s[s.len().saturating_sub(4)..]))
-            .chain(self.names.iter().chain(&self.texts).map(|n| format!("%{}%", n.replace(['%', '_'], "_"))))
+            .chain(self.names.iter().chain(&self.texts).map(|n| format!("%{}%", like_any(n))))
             .collect();
         patterns.sort();
         patterns.dedup();
@@ -154,6 +146,13 @@ impl Needles {
             })
         })
     }
+}
+
+/// `text` as a `LIKE` body that matches it whatever the database folds: `%`, `_` and every
+/// non-ASCII letter become `_` (SQLite's `LOWER` leaves "Â" as it is, so "%ângela%" would miss
+/// "Ângela"); the Rust side then decides.
+fn like_any(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii() && c != '%' && c != '_' { c } else { '_' }).collect()
 }
 
 /// Whether `needle` occurs in `text` as whole words ("ana" in "a Ana vem", not in "banana").
@@ -252,5 +251,6 @@ mod tests {
         let mut untouched = json!({ "text": "oi" });
         assert!(!n.scrub_json(&mut untouched, "x"));
         assert!(n.like_patterns().contains(&"%4321%".to_owned()));
+        assert_eq!(Needles::default().name("Ângela 100%").like_patterns(), ["%_ngela 100_%"]);
     }
 }

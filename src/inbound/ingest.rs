@@ -1,5 +1,6 @@
 //! One authentic webhook body → stored messages, turn jobs and outbox status updates.
 
+use chrono::Utc;
 use serde_json::Value;
 
 use super::group_commit::GroupCommit;
@@ -69,8 +70,10 @@ pub async fn ingest(
                 Ok(conversation) => {
                     // A message that would create or update a contact is checked first: a
                     // duplicate must not bring back what an erasure removed, and neither may a
-                    // redelivery of something sent before it.
-                    if matches!(conversation, ConversationRef::Upsert(_)) {
+                    // redelivery of something sent before it. So is a late one, which could
+                    // belong to an erased contact whose person has written again since.
+                    let late = message.sent_at.is_none_or(|sent| sent < Utc::now() - LATE);
+                    if matches!(conversation, ConversationRef::Upsert(_)) || late {
                         match gate(store, tenant.id, key, &message).await {
                             Ok(Admit::Yes) => {}
                             Ok(Admit::Duplicate) => {
@@ -133,6 +136,10 @@ pub async fn ingest(
     }
     report
 }
+
+/// A message sent longer ago than this is checked against erasures even when its contact is
+/// known: Meta's redeliveries come minutes to days late, live messages within seconds.
+const LATE: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
 enum Admit {
     Yes,

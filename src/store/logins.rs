@@ -1,9 +1,10 @@
 //! Failed console logins, kept by e-mail and by source address so the throttle
 //! (`crate::http::console::throttle`) can slow a guesser without locking the owner out.
 //!
-//! An attempt is written as a failure before its password is checked, under a lock per e-mail
-//! and per source, so parallel guesses see each other; it is forgotten when it is refused by
-//! the throttle (a refused attempt never counts) or when it succeeds.
+//! Under a lock per e-mail and per source, an attempt's failures are tallied and, unless the
+//! throttle refuses it (a refused attempt is never written, so it never counts), it is written
+//! as a failure before its password is checked, so parallel guesses see each other; a success
+//! forgets it.
 
 use chrono::{DateTime, Utc};
 
@@ -29,33 +30,32 @@ pub struct LoginFailures {
 
 #[allow(async_fn_in_trait)]
 pub trait LoginStore {
-    /// Writes an attempt as failed (until [`Self::forget_login_attempt`]) and returns its row
-    /// and the failures before it since `since`.
+    /// Tallies the failures since `since` and, unless `refuse` says so, writes the attempt as
+    /// failed (until [`Self::forget_login_attempt`]): `Ok(row)`, or `Err(failures)` refused.
     async fn begin_login_attempt(
         &self,
         email: &str,
         source: &str,
         now: DateTime<Utc>,
         since: DateTime<Utc>,
-    ) -> StoreResult<(i64, LoginFailures)>;
+        refuse: &(dyn Fn(&LoginFailures) -> bool + Send + Sync),
+    ) -> StoreResult<Result<i64, LoginFailures>>;
     async fn forget_login_attempt(&self, id: i64) -> StoreResult<()>;
     /// After a success: this e-mail's failures from this source.
     async fn clear_login_failures(&self, email: &str, source: &str) -> StoreResult<()>;
 }
 
-/// One tally over `login_failures`, the attempt `$4` excluded.
+/// One tally over `login_failures`.
 macro_rules! tally {
-    ($tx:ident, $filter:literal, $email:expr, $source:expr, $since:expr, $id:expr) => {
+    ($tx:ident, $filter:literal, $email:expr, $source:expr, $since:expr) => {
         sqlx::query_as::<_, Tally>(concat!(
-            "SELECT COUNT(*) AS count, MAX(failed_at) AS last FROM login_failures
-             WHERE ",
+            "SELECT COUNT(*) AS count, MAX(failed_at) AS last FROM login_failures WHERE ",
             $filter,
-            " AND failed_at >= $3 AND id <> $4"
+            " AND failed_at >= $3"
         ))
         .bind($email)
         .bind($source)
         .bind($since)
-        .bind($id)
         .fetch_one(&mut *$tx)
         .await?
     };
@@ -68,7 +68,8 @@ impl LoginStore for Store {
         source: &str,
         now: DateTime<Utc>,
         since: DateTime<Utc>,
-    ) -> StoreResult<(i64, LoginFailures)> {
+        refuse: &(dyn Fn(&LoginFailures) -> bool + Send + Sync),
+    ) -> StoreResult<Result<i64, LoginFailures>> {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             // One attempt at a time per e-mail and per source (SQLite's writer already is);
@@ -80,6 +81,15 @@ impl LoginStore for Store {
                     .execute(&mut *tx)
                     .await?;
             }
+            let failures = LoginFailures {
+                pair: tally!(tx, "email = $1 AND source = $2", email, source, since),
+                source: tally!(tx, "($1 = $1) AND source = $2", email, source, since),
+                email: tally!(tx, "email = $1 AND ($2 = $2)", email, source, since),
+            };
+            if refuse(&failures) {
+                tx.rollback().await?;
+                return Ok(Err(failures));
+            }
             let id: i64 =
                 sqlx::query_scalar("INSERT INTO login_failures (email, source, failed_at) VALUES ($1, $2, $3) RETURNING id")
                     .bind(email)
@@ -87,13 +97,8 @@ impl LoginStore for Store {
                     .bind(now)
                     .fetch_one(&mut *tx)
                     .await?;
-            let failures = LoginFailures {
-                pair: tally!(tx, "email = $1 AND source = $2", email, source, since, id),
-                source: tally!(tx, "($1 = $1) AND source = $2", email, source, since, id),
-                email: tally!(tx, "email = $1 AND ($2 = $2)", email, source, since, id),
-            };
             tx.commit().await?;
-            Ok((id, failures))
+            Ok(Ok(id))
         })
     }
 

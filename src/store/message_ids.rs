@@ -2,8 +2,11 @@
 //! at start, so deduplication, status updates and click contexts compare like with like, and
 //! an erasure finds no raw wamid (which embeds the number) anywhere.
 //!
-//! Turns not finished keep their trigger id as it was: their ledger keys were derived from it,
-//! and a retry must find the same keys.
+//! Turns not finished keep their trigger id as it was (their ledger keys were derived from it,
+//! and a retry must find the same keys), and so do the actions they proposed or decided, which
+//! the retry compares with it; the next start hashes them once those turns are done. Stop
+//! servers of the older version before starting this one: an id they store raw after the
+//! rewrite would meet its own hash.
 
 use crate::domain::{MESSAGE_ID_PREFIX, PrivacyKey};
 use crate::store::{Dialect, Store, StoreResult, writing};
@@ -65,7 +68,11 @@ impl Store {
             rewritten += rehash_column!(self, key, table, column, keep, i64)?;
         }
         for &column in ACTION_COLUMNS {
-            rewritten += rehash_column!(self, key, "pending_actions", column, "TRUE", String)?;
+            let keep = format!(
+                "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = pending_actions.tenant_id
+                   AND j.trigger_message_id = pending_actions.{column} AND j.state NOT IN ('completed', 'dead'))"
+            );
+            rewritten += rehash_column!(self, key, "pending_actions", column, keep.as_str(), String)?;
         }
         Ok(rewritten)
     }

@@ -18,8 +18,11 @@ use crate::support::common::{PHONE_NUMBER_ID, TestApp, TestDb, local_test_config
 use crate::support::payloads::{bytes, envelope_named};
 use crate::support::scenario::{Customer, STAFF, Scenario, local_replier, next_weekday_at_14h};
 
-/// The customer's profile name: distinctive, so a scan for it finds only them.
-const NAME: &str = "Quitéria Bezerra";
+/// The customer's profile name: distinctive, so a scan for it finds only them, and starting
+/// with a capital SQLite's `LOWER` does not fold.
+const NAME: &str = "Ângela Quitéria Bezerra";
+/// Another customer, who happens to mention the same name and description.
+const BYSTANDER: &str = "5511999990002";
 /// What the customer typed.
 const SAID: &str = "Oi, aqui é a Quitéria e quero cortar o cabelo amanhã cedo";
 
@@ -67,7 +70,9 @@ async fn traces_of(db: &TestDb, needles: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     crate::raw_pool!(db, pool => {
         for needle in needles {
-            let pattern = format!("%{}%", needle.to_lowercase());
+            // Any non-ASCII character matches any one (SQLite folds only ASCII case).
+            let folded: String = needle.to_lowercase().chars().map(|c| if c.is_ascii() { c } else { '_' }).collect();
+            let pattern = format!("%{folded}%");
             for (table, column) in &columns {
                 let sql = format!("SELECT COUNT(*) FROM {table} WHERE LOWER(CAST({column} AS TEXT)) LIKE $1");
                 let hits: i64 =
@@ -102,6 +107,13 @@ contract!(an_erasure_leaves_no_trace_of_the_person_in_any_table, |db| async move
         assert_eq!(app.post_webhook(&said(&wamid(n), SAID, 5)).await.status(), 200);
         app.drain_turns().await;
     }
+    // Someone else says the same name and description: theirs to keep.
+    let bystander_said = format!("Corte e barba com a {NAME}, por favor");
+    let message = json!({ "from": BYSTANDER, "id": "wamid.bystander", "timestamp": (Utc::now().timestamp()).to_string(),
+                          "type": "text", "text": { "body": bystander_said } });
+    let body = bytes(&envelope_named(PHONE_NUMBER_ID, BYSTANDER, "Outra Pessoa", vec![message]));
+    assert_eq!(app.post_webhook(&body).await.status(), 200);
+    app.drain_turns().await;
     // The merchant charges them (typing the number in the staff menu), and confirms.
     let confirm = propose_charge(db, &app, &s, "scan").await;
     post(&app, STAFF, button(STAFF, "wamid.scan.click", &confirm)).await;
@@ -115,6 +127,9 @@ contract!(an_erasure_leaves_no_trace_of_the_person_in_any_table, |db| async move
 
     let contact = contact_of(db, s.tenant.id, CUSTOMER).await.expect("the customer");
     erase(db, &app, &s, contact).await;
+    let kept: Vec<String> = crate::raw_pool!(db, pool => sqlx::query_scalar(
+        "SELECT body FROM inbound_messages WHERE body LIKE '%com a%'").fetch_all(&pool).await.unwrap());
+    assert_eq!(kept, [bystander_said], "another customer's message was redacted");
 
     let needles = [
         CUSTOMER.to_owned(),
@@ -129,7 +144,10 @@ contract!(an_erasure_leaves_no_trace_of_the_person_in_any_table, |db| async move
         // The base64 that carries the number inside every wamid.
         "NTUxMTk5OTk5MDAwMR".to_owned(),
     ];
-    assert_eq!(traces_of(db, &needles).await, Vec::<String>::new(), "survived the erasure");
+    let left = traces_of(db, &needles).await;
+    // The bystander's own message, and only it, still says the name and the description.
+    assert!(left.iter().all(|at| at.ends_with("inbound_messages.body") || at.ends_with("inbound_messages.raw")), "{left:?}");
+    assert_eq!(left.len(), 4, "survived the erasure: {left:?}");
     // The books stay: the charge's amount and status, the staff member's own contact.
     let kept = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 10).await.unwrap();
     assert_eq!((kept.len(), kept[0].amount_cents), (1, 5000));
@@ -161,6 +179,10 @@ contract!(a_redelivery_from_before_an_erasure_brings_nothing_back, |db| async mo
     app.drain_turns().await;
     let fresh = contact_of(db, s.tenant.id, CUSTOMER).await.expect("a new contact");
     assert_ne!(fresh, contact);
+    // A message sent before the erasure and delivered only now: the person is known again,
+    // but it is still dropped.
+    assert_eq!(app.post_webhook(&said(&wamid(3), SAID, 90)).await.status(), 200);
+    app.drain_turns().await;
     let conversation = db.store.conversation_of_contact(s.tenant.id, fresh).await.unwrap().unwrap();
     let theirs: i64 = crate::raw_pool!(db, pool => sqlx::query_scalar(
         "SELECT COUNT(*) FROM inbound_messages WHERE conversation_id = $1")

@@ -308,6 +308,12 @@ contract!(local_mode_opens_the_simulator_only_to_a_loopback_host, |db| async mov
         let answer = app.http.get(&path).header("host", host).send().await.unwrap();
         assert_eq!(answer.status().as_u16(), expected, "{host}");
     }
+    // A same-host proxy that rewrites Host to loopback still says it forwarded the request.
+    for (header, value) in [("x-forwarded-for", "203.0.113.5"), ("via", "1.1 nginx"), ("forwarded", "for=203.0.113.5")]
+    {
+        let answer = app.http.get(&path).header(header, value).send().await.unwrap();
+        assert_eq!(answer.status().as_u16(), 403, "{header}");
+    }
     // The page sends a rebinding visitor to the login, not to customers' conversations.
     let page =
         no_redirects().get(format!("{}/simulator", app.url)).header("host", "rebind.example").send().await.unwrap();

@@ -11,7 +11,7 @@
 use argon2::password_hash::phc::PasswordHash;
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use axum::Form;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequestParts, State};
 use axum::http::request::Parts;
@@ -25,7 +25,7 @@ use super::error::{ConsoleError, render};
 use super::throttle;
 use crate::domain::TotpSecret;
 use crate::http::AppState;
-use crate::store::{AdminStore, LoginStore, TenantRef, TenantStore};
+use crate::store::{AdminStore, LoginFailures, LoginStore, TenantRef, TenantStore};
 use crate::tenant::Tenant;
 
 const ADMIN_ID: &str = "admin_id";
@@ -108,20 +108,45 @@ pub struct LoginForm {
     code: String,
 }
 
-/// Where a login comes from: the peer's address, or behind a configured proxy the last
-/// address it wrote to its header (the one it saw; earlier ones are the client's to invent).
+/// Where a login comes from: the peer's address or, when the peer is a proxy of ours (a
+/// loopback or private address) and `BALCAO_TRUSTED_PROXY_HEADER` is set, the last address it
+/// wrote to that header (the one it saw; earlier ones are the client's to invent). An IPv6
+/// source is its /64, the block one subscriber holds, so it cannot pose as endless sources.
 pub struct Source(String);
 
 impl FromRequestParts<AppState> for Source {
     type Rejection = ConsoleError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let forwarded = state.trusted_proxy_header.as_deref().and_then(|name| {
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        let proxied = peer.is_some_and(|ip| ip.is_loopback() || is_private(ip));
+        let forwarded = state.trusted_proxy_header.as_deref().filter(|_| proxied).and_then(|name| {
             let value = parts.headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).next_back()?;
-            value.rsplit(',').map(str::trim).find(|a| !a.is_empty()).map(str::to_owned)
+            value.rsplit(',').map(str::trim).find(|a| !a.is_empty())?.parse::<IpAddr>().ok()
         });
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string());
-        Ok(Self(forwarded.or(peer).unwrap_or_else(|| "unknown".to_owned())))
+        Ok(Self(forwarded.or(peer).map_or_else(|| "unknown".to_owned(), source_of)))
+    }
+}
+
+/// A private (RFC 1918, or IPv6 unique local) address: a proxy on our own network.
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_private(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xfe00) == 0xfc00,
+    }
+}
+
+/// The throttle's key of an address: IPv4 as it is (also when mapped into IPv6), IPv6 by /64.
+fn source_of(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
     }
 }
 
@@ -147,17 +172,22 @@ pub async fn login(
 ) -> Result<Response, ConsoleError> {
     let email = form.email.trim().to_lowercase();
     let now = Utc::now();
-    // The attempt is written as a failure before its password is checked, so parallel guesses
-    // see each other; refused by the throttle, it is forgotten (it never counts).
-    let (attempt, failures) = state.store.begin_login_attempt(&email, &source, now, now - throttle::WINDOW).await?;
-    if let Some(wait) = throttle::wait(&failures, now) {
-        state.store.forget_login_attempt(attempt).await?;
-        tracing::warn!(%source, "console login throttled");
-        let error = format!("Muitas tentativas erradas. Espere {} e tente de novo.", wait_text(wait));
-        let page = LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some(&error) };
-        let retry = [(axum::http::header::RETRY_AFTER, (wait.num_seconds() + 1).to_string())];
-        return Ok((axum::http::StatusCode::TOO_MANY_REQUESTS, retry, token, render(&page)?).into_response());
-    }
+    // Written as a failure before its password is checked, so parallel guesses see each other;
+    // refused by the throttle, it is never written (it does not count).
+    let refuse = |failures: &LoginFailures| throttle::wait(failures, now).is_some();
+    let since = now - throttle::WINDOW;
+    let begun = state.store.begin_login_attempt(&email, &source, now, since, &refuse).await?;
+    let attempt = match begun {
+        Ok(attempt) => attempt,
+        Err(failures) => {
+            let wait = throttle::wait(&failures, now).unwrap_or_default();
+            tracing::warn!(%source, "console login throttled");
+            let error = format!("Muitas tentativas erradas. Espere {} e tente de novo.", wait_text(wait));
+            let page = LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some(&error) };
+            let retry = [(axum::http::header::RETRY_AFTER, (wait.num_seconds() + 1).to_string())];
+            return Ok((axum::http::StatusCode::TOO_MANY_REQUESTS, retry, token, render(&page)?).into_response());
+        }
+    };
     let admin = state.store.admin_by_email(&email).await?;
     // Argon2 takes tens of milliseconds of CPU: keep it off the async workers. An unknown email
     // is checked against a dummy hash so both answers take as long.

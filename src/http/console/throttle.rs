@@ -4,10 +4,10 @@
 //! Invariants:
 //! - a refused attempt is not counted (it cannot keep anyone locked out), and a wait is
 //!   always bounded (each delay has a cap);
-//! - a source with no failures in the window is never held back by failures elsewhere, so the
-//!   owner typing the right password from their own connection gets in however many guesses
-//!   others make; those others are slowed by their own source's failures, and a source that
-//!   already failed is also held to the e-mail's;
+//! - a source with fewer failures in the window than the free ones (a typo or two) is never
+//!   held back by failures elsewhere, so the owner typing the right password from their own
+//!   connection gets in however many guesses others make; those others are slowed by their own
+//!   source's failures, and a source that keeps failing is also held to the e-mail's;
 //! - one source spraying many e-mails is slowed by its own count.
 //!
 //! Many sources guessing one e-mail each get a few free tries per address: that is what the
@@ -36,7 +36,8 @@ const EMAIL: Limit = Limit { free: 10, cap: TimeDelta::minutes(5) };
 /// How long an attempt must wait, `None` when it may go ahead.
 pub fn wait(failures: &LoginFailures, now: DateTime<Utc>) -> Option<TimeDelta> {
     let mut wait = until(&failures.pair, &PAIR, now).max(until(&failures.source, &SOURCE, now));
-    if failures.source.count > 0 {
+    // A typo or two (the owner's own) do not put a source under the e-mail's delay.
+    if failures.source.count >= PAIR.free {
         wait = wait.max(until(&failures.email, &EMAIL, now));
     }
     (wait > TimeDelta::zero()).then_some(wait)
@@ -74,9 +75,11 @@ mod tests {
         // The owner, from a source with no failures, whatever the e-mail has seen.
         let owner = LoginFailures { email: tally(10_000, 0, now), ..Default::default() };
         assert_eq!(wait(&owner, now), None);
-        // A source that failed elsewhere is held to the e-mail's delay too.
-        let other = LoginFailures { source: tally(1, 600, now), email: tally(12, 0, now), ..Default::default() };
+        // A source that keeps failing elsewhere is held to the e-mail's delay too; a typo is not.
+        let other = LoginFailures { source: tally(3, 600, now), email: tally(12, 0, now), ..Default::default() };
         assert_eq!(wait(&other, now), Some(TimeDelta::seconds(4)));
+        let typo = LoginFailures { source: tally(2, 0, now), pair: tally(2, 0, now), email: tally(500, 0, now) };
+        assert_eq!(wait(&typo, now), None);
         // Spraying e-mails from one source.
         let spray = LoginFailures { source: tally(14, 3, now), ..Default::default() };
         assert_eq!(wait(&spray, now), Some(TimeDelta::seconds(13)));

@@ -164,8 +164,12 @@ impl Viewer {
 }
 
 /// Whether the request's `Host` is a loopback name (`localhost`, `127.x.x.x`, `[::1]`, any
-/// port).
+/// port) and it did not come through a proxy (which may well rewrite `Host` to loopback).
 fn loopback_host(headers: &HeaderMap) -> bool {
+    if ["forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip", "via"].iter().any(|h| headers.contains_key(*h))
+    {
+        return false;
+    }
     let Some(host) = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()) else { return false };
     let name = match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),

@@ -96,6 +96,36 @@ struct Erasing {
     erased_at: Option<DateTime<Utc>>,
 }
 
+/// The conversations of the tenant's staff numbers (either spelling of a Brazilian mobile).
+macro_rules! staff_conversations {
+    ($tx:ident, $tenant:expr) => {
+        async {
+            let phones: Vec<String> = sqlx::query_scalar("SELECT phone FROM staff WHERE tenant_id = $1")
+                .bind($tenant.0)
+                .fetch_all(&mut *$tx)
+                .await?;
+            let mut conversations = Vec::new();
+            for phone in phones.iter().filter_map(|p| PhoneE164::parse(p).ok()) {
+                let spellings = phone.spellings();
+                let found: Vec<i64> = sqlx::query_scalar(
+                    "SELECT v.id FROM conversations v JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = v.tenant_id
+                     WHERE v.tenant_id = $1 AND c.wa_id IN ($2, $3)",
+                )
+                .bind($tenant.0)
+                .bind(&spellings[0])
+                .bind(spellings.last())
+                .fetch_all(&mut *$tx)
+                .await?;
+                conversations.extend(found);
+            }
+            conversations.sort_unstable();
+            conversations.dedup();
+            Ok::<_, StoreError>(conversations)
+        }
+        .await
+    };
+}
+
 /// Ledger rows' arguments and results, replaced by `$1` at `$2` in tenant `$3`, where (the
 /// caller's condition on `$4` follows).
 const ERASE_LEDGER_ROWS: &str = "UPDATE agent_tool_executions SET arguments = $1,
@@ -149,7 +179,7 @@ impl ErasureStore for Store {
                 needles = needles.number(number);
             }
             // The descriptions of the customer's charges, as a staff member typed them.
-            let descriptions: Vec<String> = sqlx::query_scalar(
+            let mut typed: Vec<String> = sqlx::query_scalar(
                 "SELECT c.description FROM charges c JOIN conversations v
                    ON v.tenant_id = c.tenant_id AND v.id = c.customer_conversation_id
                  WHERE c.tenant_id = $1 AND v.contact_id = $2",
@@ -158,9 +188,6 @@ impl ErasureStore for Store {
             .bind(contact.0)
             .fetch_all(&mut *tx)
             .await?;
-            for description in &descriptions {
-                needles = needles.text(description);
-            }
             let identities = key.identities(number.as_ref(), person.user_id.as_deref(), person.username.as_deref());
             tombstones_in_tx!(tx, tenant, &identities, now)?;
             let mut cancelled = Vec::new();
@@ -258,7 +285,7 @@ impl ErasureStore for Store {
                 for (id, conversation, status, Json(payload)) in rows {
                     let amount = match &payload {
                         ActionPayload::Charge { amount, description, payer_document, .. } => {
-                            needles = needles.text(description);
+                            typed.push(description.clone());
                             if let Some(document) = payer_document {
                                 needles = needles.digits(document.as_str());
                             }
@@ -302,8 +329,12 @@ impl ErasureStore for Store {
             }
             // Copies on the merchant's side, found by what they say: staff messages typed or
             // received, the merchant agent's history, notices, errors.
-            if !needles.is_empty() {
-                scrub_in_tx!(tx, tenant, &needles, text)?;
+            // A description is found only where a staff member typed it, as a whole message:
+            // another customer's charge may well say "Corte e barba" too.
+            let as_typed = typed.iter().fold(needles.clone(), |n, t| n.text(t));
+            if !as_typed.is_empty() {
+                let staff = staff_conversations!(tx, tenant)?;
+                scrub_in_tx!(tx, tenant, &staff, &needles, &as_typed, text)?;
             }
             tx.commit().await?;
             Ok(Some(cancelled))

@@ -1,8 +1,10 @@
-//! The merchant's side of an erasure: rows that are not the customer's own but quote them (a
-//! staff member typing the number for a charge, the "enviada" and "paga" notices, the merchant
-//! agent's history, an error naming the recipient), found by what they say
-//! ([`crate::domain::Needles`]) anywhere in the tenant, since their conversation is someone
-//! else's. Amounts, dates, ids and the rows themselves stay.
+//! The merchant's side of an erasure: rows in the staff's conversations that quote the
+//! customer rather than belong to them (a staff member typing the number or the CPF for a
+//! charge, the offer, "enviada" and "paga" notices, the merchant agent's history and ledger
+//! rows, an error naming the recipient), found by what they say ([`crate::domain::Needles`]).
+//! Only staff conversations are searched: another customer's messages are theirs, and a name
+//! or a description they share with the erased person must not cost them anything. Amounts,
+//! dates, ids and the rows themselves stay.
 
 /// How a column's value is redacted.
 #[derive(Clone, Copy)]
@@ -15,23 +17,36 @@ pub(super) enum Redact {
     Clear,
 }
 
-/// Every column of free text or JSON written from what people typed or were told, in tables
-/// keyed by an integer `id`. `tests/api/privacy.rs` scans the whole schema after an erasure, so
-/// a column missing here fails there.
-pub(super) const COLUMNS: &[(&str, &str, Redact)] = &[
-    ("inbound_messages", "body", Redact::Text),
-    ("inbound_messages", "raw", Redact::Json),
-    ("outbound_messages", "message", Redact::Json),
-    ("outbound_messages", "last_error", Redact::Text),
-    ("conversation_messages", "content", Redact::Json),
-    ("conversations", "menu_state", Redact::Clear),
-    ("agent_tool_executions", "arguments", Redact::Json),
-    ("agent_tool_executions", "result", Redact::Json),
-    ("agent_tool_executions", "error", Redact::Text),
-    ("jobs", "last_error", Redact::Text),
-    ("charges", "description", Redact::Text),
-    ("refunds", "reason", Redact::Text),
-    ("payment_events", "last_error", Redact::Text),
+/// A column of free text or JSON in a staff conversation's rows.
+pub(super) struct Column {
+    pub table: &'static str,
+    pub column: &'static str,
+    /// The column naming the row's conversation.
+    pub conversation: &'static str,
+    pub redact: Redact,
+    /// What staff typed: searched for the customer's charge descriptions too.
+    pub typed: bool,
+}
+
+const fn column(table: &'static str, column: &'static str, redact: Redact) -> Column {
+    Column { table, column, conversation: "conversation_id", redact, typed: false }
+}
+
+/// Every column written from what staff typed or were told, in tables keyed by an integer
+/// `id`. `tests/api/erasure.rs` scans the whole schema after an erasure, so a column missing
+/// here fails there.
+pub(super) const COLUMNS: &[Column] = &[
+    Column { typed: true, ..column("inbound_messages", "body", Redact::Text) },
+    Column { typed: true, ..column("inbound_messages", "raw", Redact::Json) },
+    column("outbound_messages", "message", Redact::Json),
+    column("outbound_messages", "last_error", Redact::Text),
+    column("conversation_messages", "content", Redact::Json),
+    Column { conversation: "id", typed: true, ..column("conversations", "menu_state", Redact::Clear) },
+    column("agent_tool_executions", "arguments", Redact::Json),
+    column("agent_tool_executions", "result", Redact::Json),
+    column("agent_tool_executions", "error", Redact::Text),
+    column("jobs", "last_error", Redact::Text),
+    Column { conversation: "merchant_conversation_id", ..column("refunds", "reason", Redact::Text) },
 ];
 
 /// The same for pending actions (keyed by a text id). Their payloads are typed and redacted
@@ -39,27 +54,44 @@ pub(super) const COLUMNS: &[(&str, &str, Redact)] = &[
 pub(super) const ACTION_COLUMNS: &[(&str, Redact)] =
     &[("offer_text", Redact::Text), ("result", Redact::Json), ("error", Redact::Text)];
 
-/// Redacts every row of the tenant that names the person, in the erasure's transaction.
+/// Redacts every row of the staff conversations `$staff` that names the person (`$needles`;
+/// `$typed` adds what staff typed about them), in the erasure's transaction.
 macro_rules! scrub_in_tx {
-    ($tx:ident, $tenant:expr, $needles:expr, $placeholder:expr) => {
+    ($tx:ident, $tenant:expr, $staff:expr, $needles:expr, $typed:expr, $placeholder:expr) => {
         async {
             let needles: &$crate::domain::Needles = $needles;
-            let patterns = needles.like_patterns();
-            for &(table, column, redact) in scrub::COLUMNS {
-                scrub::scrub_column!($tx, $tenant, needles, $placeholder, &patterns, table, column, redact, i64);
-            }
-            for &(column, redact) in scrub::ACTION_COLUMNS {
-                scrub::scrub_column!(
-                    $tx,
-                    $tenant,
-                    needles,
-                    $placeholder,
-                    &patterns,
-                    "pending_actions",
-                    column,
-                    redact,
-                    String
-                );
+            let typed: &$crate::domain::Needles = $typed;
+            let (patterns, typed_patterns) = (needles.like_patterns(), typed.like_patterns());
+            for &conversation in $staff {
+                for c in scrub::COLUMNS {
+                    let (needles, patterns) = if c.typed { (typed, &typed_patterns) } else { (needles, &patterns) };
+                    let at = (c.table, c.column, c.conversation);
+                    scrub::scrub_column!(
+                        $tx,
+                        $tenant,
+                        conversation,
+                        needles,
+                        $placeholder,
+                        patterns,
+                        at,
+                        c.redact,
+                        i64
+                    );
+                }
+                for &(column, redact) in scrub::ACTION_COLUMNS {
+                    let at = ("pending_actions", column, "conversation_id");
+                    scrub::scrub_column!(
+                        $tx,
+                        $tenant,
+                        conversation,
+                        needles,
+                        $placeholder,
+                        &patterns,
+                        at,
+                        redact,
+                        String
+                    );
+                }
             }
             Ok::<_, $crate::store::StoreError>(())
         }
@@ -68,18 +100,19 @@ macro_rules! scrub_in_tx {
 }
 pub(crate) use scrub_in_tx;
 
-/// Redacts `$column` of `$table` (ids of type `$id`) where it names the person: the rows any
-/// pattern finds, each judged and rewritten once.
+/// Redacts `column` of `table` (ids of type `$id`) in one conversation where it names the
+/// person: the rows any pattern finds, each judged and rewritten once.
 macro_rules! scrub_column {
-    ($tx:ident, $tenant:expr, $needles:expr, $placeholder:expr, $patterns:expr, $table:expr, $column:expr, $redact:expr, $id:ty) => {{
-        let (table, column) = ($table, $column);
+    ($tx:ident, $tenant:expr, $conversation:expr, $needles:expr, $placeholder:expr, $patterns:expr, $at:expr, $redact:expr, $id:ty) => {{
+        let (table, column, scope) = $at;
         let mut rows = std::collections::BTreeMap::<$id, String>::new();
         for pattern in $patterns {
             let found: Vec<($id, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT id, CAST({column} AS TEXT) FROM {table}
-                 WHERE tenant_id = $1 AND LOWER(CAST({column} AS TEXT)) LIKE $2"
+                 WHERE tenant_id = $1 AND {scope} = $2 AND LOWER(CAST({column} AS TEXT)) LIKE $3"
             )))
             .bind($tenant.0)
+            .bind($conversation)
             .bind(pattern)
             .fetch_all(&mut *$tx)
             .await?;
