@@ -146,7 +146,10 @@ contract!(an_erasure_leaves_no_trace_of_the_person_in_any_table, |db| async move
     ];
     let left = traces_of(db, &needles).await;
     // The bystander's own message, and only it, still says the name and the description.
-    assert!(left.iter().all(|at| at.ends_with("inbound_messages.body") || at.ends_with("inbound_messages.raw")), "{left:?}");
+    assert!(
+        left.iter().all(|at| at.ends_with("inbound_messages.body") || at.ends_with("inbound_messages.raw")),
+        "{left:?}"
+    );
     assert_eq!(left.len(), 4, "survived the erasure: {left:?}");
     // The books stay: the charge's amount and status, the staff member's own contact.
     let kept = db.store.charges(s.tenant.id, None, Utc::now() - TimeDelta::days(1), 10).await.unwrap();
