@@ -95,12 +95,17 @@ pub fn message(phone_number_id: &str, from: &str, message: Value) -> Value {
     balcao::simulator::payload::envelope(phone_number_id, from, "Cliente", message)
 }
 
+/// Meta's `timestamp` of a message sent now (a redelivery resends the element, and its time).
+fn sent_now() -> String {
+    chrono::Utc::now().timestamp().to_string()
+}
+
 pub fn text(wamid: &str, from: &str, body: &str) -> Value {
-    json!({ "from": from, "id": wamid, "timestamp": "1764763200", "type": "text", "text": { "body": body } })
+    json!({ "from": from, "id": wamid, "timestamp": sent_now(), "type": "text", "text": { "body": body } })
 }
 
 pub fn button(wamid: &str, from: &str, id: &str) -> Value {
-    json!({ "from": from, "id": wamid, "timestamp": "1764763200", "type": "interactive",
+    json!({ "from": from, "id": wamid, "timestamp": sent_now(), "type": "interactive",
             "context": { "from": "15550783881", "id": "wamid.offer" },
             "interactive": { "type": "button_reply", "button_reply": { "id": id, "title": "Confirmar" } } })
 }
