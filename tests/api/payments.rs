@@ -124,7 +124,9 @@ async fn early_notification(db: &crate::support::common::TestDb, given_up: bool)
     assert_eq!(notify(&app, WEBHOOK_TOKEN, "evt_early", payment).await, reqwest::StatusCode::OK);
     if given_up {
         // Its looks ran out before the charge was recorded (a create retried after a long outage).
-        let now = chrono::Utc::now();
+        // On the database's clock, as the event was stamped, a moment later (an estimate of the
+        // clocks' difference may put a stamp an instant after this process's now).
+        let now = db.store.db_time(chrono::Utc::now()) + chrono::TimeDelta::seconds(1);
         let event = db.store.claim_payment_event(now, now).await.unwrap().expect("the stored event");
         db.store
             .finish_payment_event(event.id, "unmatched", None, Some("no such charge"), chrono::Utc::now())
