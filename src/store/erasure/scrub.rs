@@ -101,26 +101,29 @@ macro_rules! scrub_in_tx {
 pub(crate) use scrub_in_tx;
 
 /// Redacts `column` of `table` (ids of type `$id`) in one conversation where it names the
-/// person: the rows any pattern finds, each judged and rewritten once.
+/// person: one read finds the rows any pattern matches, each then judged and rewritten once.
 macro_rules! scrub_column {
     ($tx:ident, $tenant:expr, $conversation:expr, $needles:expr, $placeholder:expr, $patterns:expr, $at:expr, $redact:expr, $id:ty) => {{
         let (table, column, scope) = $at;
-        let mut rows = std::collections::BTreeMap::<$id, String>::new();
-        for pattern in $patterns {
-            let found: Vec<($id, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT id, CAST({column} AS TEXT) FROM {table}
-                 WHERE tenant_id = $1 AND {scope} = $2 AND LOWER(CAST({column} AS TEXT)) LIKE $3"
-            )))
-            .bind($tenant.0)
-            .bind($conversation)
-            .bind(pattern)
-            .fetch_all(&mut *$tx)
-            .await?;
-            rows.extend(found);
-        }
-        for (id, value) in rows {
-            let update = format!("UPDATE {table} SET {column} = $1 WHERE tenant_id = $2 AND id = $3");
-            scrub::redact_value!($tx, update, $redact, $needles, $placeholder, value, $tenant.0, id);
+        let patterns: &[String] = $patterns;
+        // No needle of this kind (a contact with no number, name or document): nothing to find.
+        if !patterns.is_empty() {
+            let any = (0..patterns.len())
+                .map(|i| format!("LOWER(CAST({column} AS TEXT)) LIKE ${}", i + 3))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            let sql = format!(
+                "SELECT id, CAST({column} AS TEXT) FROM {table} WHERE tenant_id = $1 AND {scope} = $2 AND ({any})"
+            );
+            let mut query =
+                sqlx::query_as::<_, ($id, String)>(sqlx::AssertSqlSafe(sql)).bind($tenant.0).bind($conversation);
+            for pattern in patterns {
+                query = query.bind(pattern);
+            }
+            for (id, value) in query.fetch_all(&mut *$tx).await? {
+                let update = format!("UPDATE {table} SET {column} = $1 WHERE tenant_id = $2 AND id = $3");
+                scrub::redact_value!($tx, update, $redact, $needles, $placeholder, value, $tenant.0, id);
+            }
         }
     }};
 }

@@ -21,7 +21,7 @@ pub enum Gate {
 #[allow(async_fn_in_trait)]
 pub trait TombstoneStore {
     /// Checked before a message creates or updates a contact: `message_id` is the stored
-    /// (hashed) id, `identities` the sender's tombstone forms.
+    /// (hashed) id, `identities` the sender's tombstone forms (at most three are read).
     async fn intake_gate(&self, tenant: TenantId, message_id: &str, identities: &[String]) -> StoreResult<Gate>;
 }
 
@@ -37,17 +37,23 @@ impl TombstoneStore for Store {
         if stored.is_some() {
             return Ok(Gate::Duplicate);
         }
-        let mut latest: Option<DateTime<Utc>> = None;
-        for identity in identities {
-            let erased: Option<DateTime<Utc>> = reading!(self, pool => {
-                sqlx::query_scalar("SELECT erased_at FROM erasures WHERE tenant_id = $1 AND identity = $2")
-                    .bind(tenant.0)
-                    .bind(identity)
-                    .fetch_optional(pool)
-                    .await
-            })?;
-            latest = latest.max(erased);
-        }
+        // A contact has at most three identities (number, user id, username): one read.
+        let [a, b, c] = [0, 1, 2].map(|i| identities.get(i));
+        let latest: Option<DateTime<Utc>> = match a {
+            None => None,
+            Some(a) => reading!(self, pool => {
+                sqlx::query_scalar(
+                    "SELECT erased_at FROM erasures WHERE tenant_id = $1 AND identity IN ($2, $3, $4)
+                     ORDER BY erased_at DESC LIMIT 1",
+                )
+                .bind(tenant.0)
+                .bind(a)
+                .bind(b.unwrap_or(a))
+                .bind(c.unwrap_or(a))
+                .fetch_optional(pool)
+                .await
+            })?,
+        };
         Ok(latest.map_or(Gate::Open, Gate::Erased))
     }
 }
