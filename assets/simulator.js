@@ -289,6 +289,10 @@
     input.value = "";
     say(text, { text: text });
   });
+  $("#voice").addEventListener("click", () => {
+    if (!chat) return;
+    say("🎤 Áudio", { voice: true });
+  });
 
   open();
 })();

@@ -28,7 +28,8 @@ use crate::metrics::Metrics;
 use crate::outbox::OutboxSender;
 use crate::pix::Gateways;
 use crate::store::{Store, TenantStore, TurnTiming};
-use crate::turns::{ByKind, HandlerContext};
+use crate::transcription::Transcriber;
+use crate::turns::{ByKind, HandlerContext, MessageKinds, Voice};
 use crate::whatsapp::GraphClient;
 
 /// The model client the configuration asks for, if any.
@@ -141,6 +142,24 @@ impl App {
             clicks: clicks.clone(),
             metrics: metrics.clone(),
         });
+        let client = GraphClient::new(&config.whatsapp.api_url, config.outbox.http_timeout)
+            .context("failed to build the HTTP client")?;
+        let transcriber = match &config.transcription {
+            Some(t) => Some(
+                Transcriber::new(&t.url, &t.model, t.api_key.clone(), t.timeout)
+                    .context("failed to build the transcription client")?,
+            ),
+            None => None,
+        };
+        let voice = Arc::new(Voice {
+            store: store.clone(),
+            graph: client.clone(),
+            default_token: default_token.clone(),
+            transcriber,
+        });
+        // Every kind of message meets its policy first (reactions silent, voice notes heard).
+        let turns: Arc<dyn TurnHandler> =
+            Arc::new(MessageKinds { store: store.clone(), replier: replier.clone(), voice, inner: turns });
         // A click never reaches the turn handler (nor the model): it has its own path.
         let handler: Arc<dyn TurnHandler> = Arc::new(ByKind { clicks, turns });
         let worker = Worker::new(
@@ -152,8 +171,6 @@ impl App {
         )
         .with_ledger_retention(config.ledger.retention)
         .with_outbox_wake(wake_sender.clone());
-        let client = GraphClient::new(&config.whatsapp.api_url, config.outbox.http_timeout)
-            .context("failed to build the HTTP client")?;
         let sender = OutboxSender::new(
             store.clone(),
             client,

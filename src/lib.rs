@@ -22,9 +22,9 @@
 //!
 //! 1. `domain`: values with no I/O: ids, click ids, money, phones, secrets, keys, time helpers.
 //! 2. `messages`, `supervise`: the bot's pt-BR words (templates); background tasks restarted.
-//! 3. `llm`, `metrics`, `whatsapp`, `simulator`, `pix`, `booking`: the outside world's clients
-//!    and wire formats (models, Meta, Pix providers, BR Codes), the metrics registry, and the
-//!    booking rules (catalog, hours, slots) with no I/O.
+//! 3. `llm`, `metrics`, `whatsapp`, `simulator`, `pix`, `booking`, `transcription`: the outside
+//!    world's clients and wire formats (models, Meta, Pix providers, BR Codes, speech to text),
+//!    the metrics registry, and the booking rules (catalog, hours, slots) with no I/O.
 //! 4. `config`, `telemetry`, `tenant`: settings and tenant files, parsed and checked; logging.
 //! 5. `store`: SQLite and PostgreSQL behind traits per aggregate, and the rows they keep.
 //! 6. `ledger`: the idempotent executor: keys, normalization, outcomes, leases, fencing.
@@ -54,6 +54,7 @@ pub mod llm;
 pub mod metrics;
 pub mod pix;
 pub mod simulator;
+pub mod transcription;
 pub mod whatsapp;
 
 pub mod config;

@@ -99,6 +99,38 @@ pub fn guided(text: GuidedText<'_>) -> anyhow::Result<String> {
     render(&Guided { text })
 }
 
+/// What the bot says about messages it cannot read: media, voice notes it could not hear.
+#[derive(Template)]
+#[template(path = "messages/kinds.txt")]
+pub struct Kinds<'a> {
+    pub text: KindsText<'a>,
+}
+
+pub enum KindsText<'a> {
+    /// `kind` is the stored kind (`image`, `location`, `unsupported`, ...).
+    MediaReceived { kind: &'a str },
+    /// A voice note whose fetch or transcription failed.
+    CouldNotHear,
+    /// A voice note when no transcription endpoint is configured.
+    NoVoice,
+}
+
+/// The pt-BR text about a message the bot cannot read.
+pub fn kinds(text: KindsText<'_>) -> anyhow::Result<String> {
+    render(&Kinds { text })
+}
+
+/// How the model is told about a message that is not text: `[o cliente enviou uma imagem: …]`.
+#[derive(Template)]
+#[template(path = "prompts/inbound_line.txt")]
+pub struct InboundLine<'a> {
+    /// The stored kind.
+    pub kind: &'a str,
+    /// A caption, a location's name, an edit's new text.
+    pub label: Option<&'a str>,
+    pub error_code: Option<i64>,
+}
+
 /// Every text about pending actions, charges and reminders, including button labels.
 #[derive(Template)]
 #[template(path = "messages/actions.txt")]

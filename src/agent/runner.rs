@@ -27,7 +27,7 @@ use serde_json::Value;
 use crate::jobs::{Replier, Turn, TurnHandler, TurnHistory};
 use crate::ledger::{Executor, LedgerState, Tool};
 use crate::llm::{Block, ChatMessage, ModelClient, ModelRequest, Role, StopReason, ToolDef};
-use crate::messages::{self, AgentGaveUp, AgentUnavailable, MerchantPrompt, SystemPrompt, TurnContext};
+use crate::messages::{self, AgentGaveUp, AgentUnavailable, InboundLine, MerchantPrompt, SystemPrompt, TurnContext};
 use crate::metrics::{Metrics, stop_label};
 use crate::store::{CatalogStore, HistoryStore, InboundMessage, LedgerStore, ModelCall, Store};
 use crate::whatsapp::OutboundMessage;
@@ -69,17 +69,18 @@ pub enum Audience {
     Merchant,
 }
 
-/// The customer's messages as one user message.
-fn user_text(messages: &[InboundMessage]) -> String {
-    messages
+/// The customer's messages as one user message: text as typed (a voice note as transcribed),
+/// a click as the option chosen, anything else as a bracketed line ([`InboundLine`]).
+fn user_text(messages: &[InboundMessage]) -> anyhow::Result<String> {
+    let lines = messages
         .iter()
         .map(|m| match (m.kind.as_str(), m.body.as_deref(), m.reply_id.as_deref()) {
-            ("text", Some(body), _) => body.to_owned(),
-            (_, Some(title), Some(id)) => format!("[escolheu a opção \"{title}\" (id {id})]"),
-            (kind, _, _) => format!("[o cliente enviou uma mensagem do tipo {kind}]"),
+            ("text", Some(body), _) => Ok(body.to_owned()),
+            (_, Some(title), Some(id)) => Ok(format!("[escolheu a opção \"{title}\" (id {id})]")),
+            (kind, label, _) => messages::render(&InboundLine { kind, label, error_code: m.error_code }),
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(lines.join("\n"))
 }
 
 fn chars(messages: &[ChatMessage]) -> usize {
@@ -233,7 +234,7 @@ impl TurnHandler for AgentTurn {
             return Ok(()); // this turn already ended (history, reply and completion land together)
         }
         let (system_static, system_dynamic) = self.system(turn).await.context("failed to build the prompt")?;
-        let mut this_turn = vec![ChatMessage::user_text(user_text(&turn.messages))];
+        let mut this_turn = vec![ChatMessage::user_text(user_text(&turn.messages)?)];
         let history = self.store.history(tenant.id, turn.conversation, turn.id, self.settings.history_turns).await?;
         let budget = self.settings.history_budget_chars.saturating_sub(system_static.len() + system_dynamic.len());
         let mut history = trim(history, self.provider, budget, chars(&this_turn));

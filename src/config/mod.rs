@@ -10,8 +10,8 @@ mod sections;
 mod tests;
 
 pub use sections::{
-    AgentConfig, AgentKind, IntakeConfig, LedgerConfig, LogFormat, OutboxConfig, PixSecrets, QueueConfig,
-    WhatsAppConfig,
+    AgentConfig, AgentKind, DEFAULT_TRANSCRIPTION_MODEL, IntakeConfig, LedgerConfig, LogFormat, OutboxConfig,
+    PixSecrets, QueueConfig, TranscriptionConfig, WhatsAppConfig,
 };
 
 use std::collections::HashMap;
@@ -54,6 +54,9 @@ pub struct Config {
     pub outbox: OutboxConfig,
     pub ledger: LedgerConfig,
     pub agent: AgentConfig,
+    /// `BALCAO_TRANSCRIPTION_URL` and friends: where voice notes are transcribed; without it,
+    /// a voice note is answered with a request to write.
+    pub transcription: Option<TranscriptionConfig>,
     pub shutdown_grace: Duration,
     pub log_format: LogFormat,
     /// `BALCAO_HANDOFF_IDLE_MINUTES`: a conversation a person took over stays with them until
@@ -241,6 +244,19 @@ impl Config {
                 "seconds",
             )),
         };
+        let transcription_timeout =
+            Duration::from_secs(r.bounded("BALCAO_TRANSCRIPTION_TIMEOUT_SECONDS", 30, HTTP_TIMEOUT_SECONDS, "seconds"));
+        let transcription = r.string("BALCAO_TRANSCRIPTION_URL").map(|url| TranscriptionConfig {
+            url,
+            model: r.string("BALCAO_TRANSCRIPTION_MODEL").unwrap_or_else(|| DEFAULT_TRANSCRIPTION_MODEL.to_owned()),
+            api_key: r.string("BALCAO_TRANSCRIPTION_API_KEY").map(Secret::new),
+            timeout: transcription_timeout,
+        });
+        if let Some(t) = &transcription
+            && !(t.url.starts_with("http://") || t.url.starts_with("https://"))
+        {
+            r.problems.push(format!("BALCAO_TRANSCRIPTION_URL={:?} must be an http(s) URL", t.url));
+        }
         let shutdown_grace =
             Duration::from_secs(r.bounded("BALCAO_SHUTDOWN_GRACE_SECONDS", 20, SHUTDOWN_GRACE_SECONDS, "seconds"));
         let handoff_idle =
@@ -272,6 +288,7 @@ impl Config {
             outbox,
             ledger,
             agent,
+            transcription,
             shutdown_grace,
             log_format,
             handoff_idle,

@@ -119,3 +119,19 @@ impl std::fmt::Debug for PixSecrets {
         f.write_str("PixSecrets(..)")
     }
 }
+
+/// An OpenAI-compatible transcription endpoint for voice notes (`crate::transcription`).
+#[derive(Debug, Clone)]
+pub struct TranscriptionConfig {
+    /// `BALCAO_TRANSCRIPTION_URL`: the endpoint, or its base (`/v1/audio/transcriptions` added).
+    pub url: String,
+    /// `BALCAO_TRANSCRIPTION_MODEL`.
+    pub model: String,
+    /// `BALCAO_TRANSCRIPTION_API_KEY`: sent as a Bearer token when set.
+    pub api_key: Option<Secret>,
+    /// `BALCAO_TRANSCRIPTION_TIMEOUT_SECONDS`: per attempt.
+    pub timeout: Duration,
+}
+
+/// The model asked for when `BALCAO_TRANSCRIPTION_MODEL` is not set (OpenAI's name for Whisper).
+pub const DEFAULT_TRANSCRIPTION_MODEL: &str = "whisper-1";

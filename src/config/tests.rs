@@ -23,10 +23,12 @@ fn secrets_never_show_in_debug() {
         ("WHATSAPP_ACCESS_TOKEN", "EAAG-token-value"),
         ("WHATSAPP_VERIFY_TOKEN", "verify-value"),
         ("DATABASE_URL", "postgres://balcao:hunter2@db:5432/balcao"),
+        ("BALCAO_TRANSCRIPTION_URL", "http://127.0.0.1:8000"),
+        ("BALCAO_TRANSCRIPTION_API_KEY", "sk-transcribe-value"),
     ]))
     .unwrap();
     let debug = format!("{c:?}");
-    for secret in ["app-secret-value", "EAAG-token-value", "verify-value", "hunter2"] {
+    for secret in ["app-secret-value", "EAAG-token-value", "verify-value", "hunter2", "sk-transcribe-value"] {
         assert!(!debug.contains(secret), "{secret} leaked in {debug}");
     }
     assert!(debug.contains("postgres://balcao:[redacted]@db:5432/balcao"));
@@ -72,6 +74,7 @@ const BOUNDED: &[(&str, RangeInclusive<u64>)] = &[
     ("BALCAO_AGENT_HISTORY_TURNS", AGENT_HISTORY_TURNS),
     ("BALCAO_AGENT_HISTORY_BUDGET_CHARS", AGENT_HISTORY_BUDGET_CHARS),
     ("BALCAO_LLM_TIMEOUT_SECONDS", LLM_TIMEOUT_SECONDS),
+    ("BALCAO_TRANSCRIPTION_TIMEOUT_SECONDS", HTTP_TIMEOUT_SECONDS),
     ("BALCAO_SHUTDOWN_GRACE_SECONDS", SHUTDOWN_GRACE_SECONDS),
     ("BALCAO_HANDOFF_IDLE_MINUTES", HANDOFF_IDLE_MINUTES),
 ];

@@ -25,6 +25,6 @@ pub use phone::{PhoneE164, PhoneError};
 pub use privacy_key::{MESSAGE_ID_PREFIX, PrivacyKey};
 pub use redact::Needles;
 pub use secret::{DatabaseUrl, Secret};
-pub use time::{Backoff, to_delta};
+pub use time::{Backoff, GaveUp, Try, retried, to_delta};
 pub use totp::TotpSecret;
 pub use window::SendWindow;

@@ -29,6 +29,45 @@ impl Backoff {
     }
 }
 
+/// One attempt's failure: worth another try (a timeout, a 5xx: the reason kept), or final.
+#[derive(Debug)]
+pub enum Try<E> {
+    Again(String),
+    Final(E),
+}
+
+/// Why [`retried`] gave up.
+#[derive(Debug)]
+pub enum GaveUp<E> {
+    /// Every attempt failed with a reason worth retrying; the last one's.
+    Exhausted(String),
+    Final(E),
+}
+
+/// Runs `attempt` until it succeeds or fails for good, at most `attempts` times, waiting
+/// `backoff` between attempts. `what` names the call in the warnings.
+pub async fn retried<T, E, F, Fut>(attempts: u32, backoff: Backoff, what: &str, mut attempt: F) -> Result<T, GaveUp<E>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, Try<E>>>,
+{
+    let mut last = String::new();
+    for n in 1..=attempts {
+        if n > 1 {
+            tokio::time::sleep(backoff.delay(n - 1)).await;
+        }
+        match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(Try::Final(e)) => return Err(GaveUp::Final(e)),
+            Err(Try::Again(reason)) => {
+                tracing::warn!(attempt = n, %reason, "{what} failed");
+                last = reason;
+            }
+        }
+    }
+    Err(GaveUp::Exhausted(last))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

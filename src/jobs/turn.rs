@@ -60,6 +60,12 @@ impl Turn {
         Recipient { wa_id: self.contact.wa_id.clone(), user_id: self.contact.user_id.clone() }
     }
 
+    /// The same turn over `messages` (what is left to answer once each kind's policy ran); its
+    /// staged end is shared.
+    pub fn with_messages(&self, messages: Vec<InboundMessage>) -> Self {
+        Self { messages, ..self.clone() }
+    }
+
     /// Queues a reply for the turn's end (see [`crate::jobs::Replier::reply`]).
     pub fn stage_reply(&self, reply: NewOutbound) {
         self.staged.reply(reply);

@@ -12,7 +12,16 @@ use serde_json::{Value, json};
 pub enum Content {
     Text(String),
     Reply(Reply),
+    /// A voice note: the clip the repository ships ([`VOICE_NOTE`]), under [`VOICE_NOTE_MEDIA_ID`].
+    VoiceNote,
 }
+
+/// The media id of the simulator's voice note. It names no Graph media: a simulated message's
+/// audio is read from [`VOICE_NOTE`], never downloaded.
+pub const VOICE_NOTE_MEDIA_ID: &str = "simulator.voice.note";
+/// The voice note the simulators send: a short MP3 clip (`assets/voice-note.mp3`).
+pub const VOICE_NOTE: &[u8] = include_bytes!("../../assets/voice-note.mp3");
+pub const VOICE_NOTE_MIME: &str = "audio/mpeg";
 
 /// A tap on something the bot sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +54,10 @@ pub fn message(wa_id: &str, wamid: &str, timestamp: i64, content: &Content) -> V
         Content::Text(body) => {
             m["type"] = json!("text");
             m["text"] = json!({ "body": body });
+        }
+        Content::VoiceNote => {
+            m["type"] = json!("audio");
+            m["audio"] = json!({ "id": VOICE_NOTE_MEDIA_ID, "mime_type": VOICE_NOTE_MIME, "voice": true });
         }
         Content::Reply(reply) => {
             let tapped = |kind: &str| json!({ "type": kind, kind: { "id": reply.id, "title": reply.title } });

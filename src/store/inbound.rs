@@ -110,7 +110,8 @@ impl InboundStore for Store {
     async fn turn_messages(&self, tenant: TenantId, turn: JobId) -> StoreResult<Vec<InboundMessage>> {
         Ok(reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, provider_message_id, kind, body, reply_id, context_id, received_at, simulated_by
+                "SELECT id, provider_message_id, kind, body, reply_id, context_id, received_at, simulated_by, media_id,
+                        error_code, transcript, transcript_error
                  FROM inbound_messages WHERE tenant_id = $1 AND turn_id = $2 ORDER BY id",
             )
             .bind(tenant.0)
@@ -225,7 +226,7 @@ impl Store {
                     insert_inbound_sql!(),
                     ") ",
                     upsert_turn_sql!(
-                        "SELECT $1, $2, 'available', $12, $13, 0, $14, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
+                        "SELECT $1, $2, 'available', $14, $15, 0, $16, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
                     ),
                 ));
                 bind_inbound!(query, tenant, conversation, message, now)

@@ -58,21 +58,21 @@ macro_rules! write_one {
 
 /// Binds: $1 tenants, $2 conversations, $3 provider ids, $4 kinds, $5 bodies, $6 reply ids,
 /// $7 context ids, $8 sent at, $9 raw (JSON text), $10 now, $11 run at, $12 debounce deadline,
-/// $13 max attempts, $14 who typed each in the simulator. Returns (provider id, tenant, conversation, job) for each message stored;
+/// $13 max attempts, $14 who typed each in the simulator, $15 media ids, $16 error codes. Returns (provider id, tenant, conversation, job) for each message stored;
 /// a repeat (of a stored message or of an earlier row of the same batch) returns nothing.
 const INSERT_TURN_MESSAGES: &str = concat!(
     "WITH input AS (
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
-                              $7::text[], $8::timestamptz[], $9::text[], $14::text[])
+                              $7::text[], $8::timestamptz[], $9::text[], $14::text[], $15::text[], $16::bigint[])
              WITH ORDINALITY AS t(tenant_id, conversation_id, provider_message_id, kind, body, reply_id,
-                                  context_id, sent_at, raw, simulated_by, ord)
+                                  context_id, sent_at, raw, simulated_by, media_id, error_code, ord)
      ),
      inserted AS (
          INSERT INTO inbound_messages
              (tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at,
-              received_at, raw, simulated_by)
+              received_at, raw, simulated_by, media_id, error_code)
          SELECT tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at,
-                $10, raw::jsonb, simulated_by
+                $10, raw::jsonb, simulated_by, media_id, error_code
          FROM input ORDER BY ord
          ON CONFLICT (tenant_id, provider_message_id) DO NOTHING
          RETURNING tenant_id, conversation_id, provider_message_id
@@ -101,6 +101,8 @@ struct Columns {
     sent_at: Vec<Option<DateTime<Utc>>>,
     raw: Vec<String>,
     simulated_by: Vec<Option<String>>,
+    media_ids: Vec<Option<String>>,
+    error_codes: Vec<Option<i64>>,
 }
 
 impl IntakeStore for Store {
@@ -148,6 +150,8 @@ impl IntakeStore for Store {
                         columns.sent_at.push(message.sent_at);
                         columns.raw.push(message.raw.to_string());
                         columns.simulated_by.push(message.simulated_by.clone());
+                        columns.media_ids.push(message.content.media_id().map(str::to_owned));
+                        columns.error_codes.push(message.content.error_code());
                     }
                 }
                 // (tenant, provider id) → (conversation, job) for each message the statement stored.
@@ -168,6 +172,8 @@ impl IntakeStore for Store {
                         .bind(now + timing.debounce_max)
                         .bind(i64::from(timing.max_attempts))
                         .bind(columns.simulated_by)
+                        .bind(columns.media_ids)
+                        .bind(columns.error_codes)
                         .fetch_all(&mut *tx)
                         .await?;
                     stored = rows.into_iter().map(|(id, tenant, c, job)| ((tenant, id), (c, job))).collect();

@@ -48,6 +48,8 @@ pub struct ExportedInbound {
     pub id: i64,
     pub kind: String,
     pub body: Option<String>,
+    /// A voice note's text.
+    pub transcript: Option<String>,
     pub received_at: DateTime<Utc>,
 }
 
@@ -215,7 +217,7 @@ impl PrivacyStore for Store {
         let (t, c) = (tenant.0, contact.0);
         Ok(Some(reading!(self, pool => {
             let messages_in = sqlx::query_as(
-                "SELECT m.id, m.kind, m.body, m.received_at
+                "SELECT m.id, m.kind, m.body, m.transcript, m.received_at
                  FROM inbound_messages m JOIN conversations v ON v.id = m.conversation_id AND v.tenant_id = m.tenant_id
                  WHERE m.tenant_id = $1 AND v.contact_id = $2 ORDER BY m.id",
             )

@@ -21,6 +21,13 @@ pub struct InboundMessage {
     pub received_at: DateTime<Utc>,
     /// Who typed it in the simulator; `None` from WhatsApp.
     pub simulated_by: Option<String>,
+    /// A voice note's or audio's Graph media id.
+    pub media_id: Option<String>,
+    /// Meta's error code on an unsupported or error-only message.
+    pub error_code: Option<i64>,
+    /// A voice note's text, once transcribed; or why it could not be.
+    pub transcript: Option<String>,
+    pub transcript_error: Option<String>,
 }
 
 /// The person on the other side of a conversation.

@@ -1,17 +1,22 @@
-//! What happens to a claimed turn: the handler chain the worker runs. A click goes to the click
-//! path (never the model); a turn from one of the tenant's staff goes to the merchant's agent,
+//! What happens to a claimed turn: the handler chain the worker runs. Each kind of message
+//! meets its policy first ([`kinds`]: reactions silent, voice notes heard). A click goes to the
+//! click path (never the model); a turn from one of the tenant's staff goes to the merchant's agent,
 //! any other to the customer's, behind the opt-out ("sair" is honoured even during a handoff)
 //! and the handoff gate (a person has the conversation: the bot stays quiet).
 
 mod dispatch;
 mod handoff;
+pub mod kinds;
 mod opt_out;
 mod payer_document;
+mod voice;
 
 pub use dispatch::{ByAudience, ByKind};
 pub use handoff::HandoffGate;
+pub use kinds::MessageKinds;
 pub use opt_out::{Command, OptOut, command};
 pub use payer_document::PayerDocumentGate;
+pub use voice::{Heard, Voice};
 
 use std::sync::Arc;
 

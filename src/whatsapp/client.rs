@@ -55,8 +55,8 @@ impl SendError {
 
 #[derive(Clone, Debug)]
 pub struct GraphClient {
-    http: reqwest::Client,
-    base_url: String,
+    pub(super) http: reqwest::Client,
+    pub(super) base_url: String,
 }
 
 #[derive(Deserialize)]

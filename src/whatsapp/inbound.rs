@@ -31,8 +31,10 @@ impl ContactIdentity {
     }
 }
 
-/// What the customer sent, reduced to what the bot acts on. Every other type is kept with its
-/// name rather than dropped.
+/// What the customer sent, reduced to what the bot acts on. Every kind Meta documents has a
+/// variant; a type we do not know is kept as [`InboundContent::Unsupported`] with its name.
+/// What each kind gets (answered, silent, an effect) is decided in one place:
+/// `crate::turns::kinds`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InboundContent {
     Text {
@@ -53,29 +55,116 @@ pub enum InboundContent {
         payload: String,
         text: String,
     },
-    Other {
+    /// A reaction to message `to` (hashed id); no emoji when the reaction was removed.
+    Reaction {
+        to: String,
+        emoji: Option<String>,
+    },
+    /// A new text for message `of` (hashed id).
+    Edit {
+        of: String,
+        body: Option<String>,
+    },
+    /// The customer deleted message `of` (hashed id) for everyone.
+    Revoke {
+        of: String,
+    },
+    /// The system notice that the customer moved to `number`.
+    NumberChange {
+        number: PhoneE164,
+    },
+    /// A first contact opened the chat (`request_welcome`).
+    Welcome,
+    /// An image, video, document, sticker, location or contact card; `label` is its caption
+    /// (or a location's name and address, a card's name).
+    Media {
+        kind: MediaKind,
+        label: Option<String>,
+    },
+    /// An audio file or a voice note, fetched and transcribed by its Graph media id.
+    Audio {
+        media_id: String,
+    },
+    /// A type we do not handle, or a message Meta could not deliver (`errors[]` only), with
+    /// Meta's error code.
+    Unsupported {
         kind: String,
+        error_code: Option<i64>,
     },
 }
 
-impl InboundContent {
-    pub fn kind(&self) -> &str {
+/// The media kinds that are stored and described, not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    Image,
+    Video,
+    Document,
+    Sticker,
+    Location,
+    Contacts,
+}
+
+impl MediaKind {
+    pub const ALL: [Self; 6] =
+        [Self::Image, Self::Video, Self::Document, Self::Sticker, Self::Location, Self::Contacts];
+
+    /// Meta's `type` for it, which is also the stored kind.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::Text { .. } => "text",
-            Self::ButtonReply { .. } => "button_reply",
-            Self::ListReply { .. } => "list_reply",
-            Self::QuickReply { .. } => "quick_reply",
-            Self::Other { kind } => kind,
+            Self::Image => "image",
+            Self::Video => "video",
+            Self::Document => "document",
+            Self::Sticker => "sticker",
+            Self::Location => "location",
+            Self::Contacts => "contacts",
         }
     }
 
-    /// The text a person would read: the message body or the chosen option's title.
+    pub fn parse(kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+}
+
+/// Stored kinds of the variants that are not Meta's own `type` names.
+pub mod stored {
+    pub const BUTTON_REPLY: &str = "button_reply";
+    pub const LIST_REPLY: &str = "list_reply";
+    pub const QUICK_REPLY: &str = "quick_reply";
+    pub const NUMBER_CHANGE: &str = "number_change";
+    pub const WELCOME: &str = "request_welcome";
+}
+
+impl InboundContent {
+    /// The kind stored with the message (`inbound_messages.kind`).
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Text { .. } => "text",
+            Self::ButtonReply { .. } => stored::BUTTON_REPLY,
+            Self::ListReply { .. } => stored::LIST_REPLY,
+            Self::QuickReply { .. } => stored::QUICK_REPLY,
+            Self::Reaction { .. } => "reaction",
+            Self::Edit { .. } => "edit",
+            Self::Revoke { .. } => "revoke",
+            Self::NumberChange { .. } => stored::NUMBER_CHANGE,
+            Self::Welcome => stored::WELCOME,
+            Self::Media { kind, .. } => kind.as_str(),
+            Self::Audio { .. } => "audio",
+            Self::Unsupported { kind, .. } => kind,
+        }
+    }
+
+    /// The text stored with it: the message body, the chosen option's title, an edit's new
+    /// text, a reaction's emoji, a caption, or the new number of a number change.
     pub fn body(&self) -> Option<&str> {
         match self {
             Self::Text { body } => Some(body),
             Self::ButtonReply { title, .. } | Self::ListReply { title, .. } => Some(title),
             Self::QuickReply { text, .. } => Some(text),
-            Self::Other { .. } => None,
+            Self::Reaction { emoji, .. } => emoji.as_deref(),
+            Self::Edit { body, .. } => body.as_deref(),
+            Self::NumberChange { number } => Some(number.as_str()),
+            Self::Media { label, .. } => label.as_deref(),
+            Self::Revoke { .. } | Self::Welcome | Self::Audio { .. } | Self::Unsupported { .. } => None,
         }
     }
 
@@ -84,7 +173,31 @@ impl InboundContent {
         match self {
             Self::ButtonReply { id, .. } | Self::ListReply { id, .. } => Some(id),
             Self::QuickReply { payload, .. } => Some(payload),
-            Self::Text { .. } | Self::Other { .. } => None,
+            _ => None,
+        }
+    }
+
+    /// The message a reaction, an edit or a deletion is about (hashed id): stored as the
+    /// message's `context_id`.
+    pub fn refers_to(&self) -> Option<&str> {
+        match self {
+            Self::Reaction { to, .. } => Some(to),
+            Self::Edit { of, .. } | Self::Revoke { of } => Some(of),
+            _ => None,
+        }
+    }
+
+    pub fn media_id(&self) -> Option<&str> {
+        match self {
+            Self::Audio { media_id } => Some(media_id),
+            _ => None,
+        }
+    }
+
+    pub fn error_code(&self) -> Option<i64> {
+        match self {
+            Self::Unsupported { error_code, .. } => *error_code,
+            _ => None,
         }
     }
 }
@@ -95,7 +208,8 @@ pub struct NewInbound {
     pub provider_message_id: String,
     pub contact: ContactIdentity,
     pub content: InboundContent,
-    /// The outbound message a click answers (`context.id`).
+    /// The outbound message a click answers (`context.id`), or the message a reaction, an
+    /// edit or a deletion is about ([`InboundContent::refers_to`]).
     pub context_id: Option<String>,
     pub sent_at: Option<DateTime<Utc>>,
     /// The element as received, for audit and for features that need more fields later.

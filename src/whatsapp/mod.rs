@@ -4,10 +4,11 @@
 
 pub mod client;
 mod inbound;
+pub mod media;
 pub mod message;
 pub mod signature;
 pub mod webhook;
 
 pub use client::{GraphClient, SendError};
-pub use inbound::{ContactIdentity, InboundContent, NewInbound};
+pub use inbound::{ContactIdentity, InboundContent, MediaKind, NewInbound, stored};
 pub use message::{ListRow, ListSection, MessageError, OutboundMessage, Recipient, ReplyButton, UploadedImage};

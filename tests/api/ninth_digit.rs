@@ -2,13 +2,12 @@
 //! of them without it (`551188887777` for `+55 11 98888-7777`) while people type it, and one
 //! person must stay one contact, one staff member and one open 24-hour window.
 
-use balcao::domain::TenantId;
 use balcao::store::ChargeStore;
 use balcao::whatsapp::OutboundMessage;
 
 use crate::contract;
 use crate::support::clicks::{STAFF_MENU, button, inbox, last_buttons, last_rows, post};
-use crate::support::common::{TestApp, TestDb, local_test_config};
+use crate::support::common::{TestApp, contacts, local_test_config};
 use crate::support::payloads::text;
 use crate::support::scenario::{STAFF, Scenario, merchant_file};
 
@@ -16,14 +15,6 @@ use crate::support::scenario::{STAFF, Scenario, merchant_file};
 const STAFF_REPORTED: &str = "551188887777";
 /// The customer as WhatsApp reports them; the merchant types `11 99999-0001`.
 const CUSTOMER_REPORTED: &str = "551199990001";
-
-async fn contacts(db: &TestDb, tenant: TenantId) -> i64 {
-    crate::raw_pool!(db, pool => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM contacts WHERE tenant_id = $1")
-        .bind(tenant.0)
-        .fetch_one(&pool)
-        .await
-        .unwrap())
-}
 
 contract!(a_staff_number_matches_with_or_without_the_ninth_digit, |db| async move {
     // Configured with the 9 (`merchant_file`), reported without it.

@@ -319,3 +319,27 @@ contract!(local_mode_opens_the_simulator_only_to_a_loopback_host, |db| async mov
         no_redirects().get(format!("{}/simulator", app.url)).header("host", "rebind.example").send().await.unwrap();
     assert_eq!(page.status(), StatusCode::SEE_OTHER);
 });
+
+contract!(the_simulator_sends_its_voice_note_which_is_heard_without_meta, |db| async move {
+    use crate::support::fake_transcription::FakeTranscription;
+    let s = Scenario::with_merchant(db).await;
+    let ears = FakeTranscription::start().await;
+    ears.hears(balcao::simulator::payload::VOICE_NOTE, "meus horários");
+    let vars = ears.vars();
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // Local mode: no access token, nothing at Meta; the clip the repository ships is read.
+    let app = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &vars)).await;
+    let answer = send(&app, json!({ "from": CUSTOMER, "name": "Ana", "voice": true })).await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    app.drain_turns().await;
+    let replies = db.store.outbound_for_wa_id(s.tenant.id, "5511999990001", 0).await.unwrap();
+    assert!(replies[0].message.0.body().contains("não tem horários"), "{:?}", replies[0].message.0);
+    let request = &ears.requests()[0];
+    assert_eq!(
+        (request.file.as_slice(), request.file_name.as_deref()),
+        (balcao::simulator::payload::VOICE_NOTE, Some("voice.mp3"))
+    );
+    // Voice with text is refused: one thing at a time.
+    let both = send(&app, json!({ "from": CUSTOMER, "text": "oi", "voice": true })).await;
+    assert_eq!(both.status(), StatusCode::BAD_REQUEST);
+});

@@ -27,9 +27,10 @@ use serde_json::{Value, json};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{normalize_text, parse_instant};
 use crate::ledger::{Executor, Outcome, Tool};
-use crate::messages::{GuidedText as T, guided, when_at};
-use crate::whatsapp::ListRow;
+use crate::messages::{GuidedText as T, KindsText, guided, kinds, when_at};
+use crate::store::InboundMessage;
 use crate::whatsapp::message::{BUTTON_ID_MAX, LIST_ROWS_MAX};
+use crate::whatsapp::{ListRow, stored};
 
 mod click;
 mod screen;
@@ -267,9 +268,20 @@ impl GuidedTurn {
         Ok(screen)
     }
 
-    /// Decides the next screen from the turn's last message.
+    /// Decides the next screen from the turn's last message it can read (a text, a tap, a heard
+    /// voice note, an edit); a turn of media only is told, once, what the menu can do.
     async fn screen(&self, turn: &Turn) -> anyhow::Result<Screen> {
-        let Some(last) = turn.messages.last() else { return self.menu(turn).await };
+        let readable = |m: &&InboundMessage| m.reply_id.is_some() || m.kind == "text" || m.kind == "edit";
+        let Some(last) = turn.messages.iter().rev().find(readable) else {
+            return match turn.messages.last() {
+                Some(m) if m.kind != stored::WELCOME => {
+                    let mut screen = self.menu(turn).await?;
+                    screen.text = kinds(KindsText::MediaReceived { kind: &m.kind })?;
+                    Ok(screen)
+                }
+                _ => self.menu(turn).await,
+            };
+        };
         let click = last.reply_id.as_deref().and_then(Click::parse);
         match click {
             Some(Click::Menu) => self.menu(turn).await,

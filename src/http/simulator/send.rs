@@ -1,5 +1,5 @@
 //! `POST /simulator/api/tenants/{slug}/messages`: the page's customer (or staff member) sends a
-//! text or taps a reply.
+//! text, taps a reply or sends the simulator's voice note.
 //!
 //! Nothing is simulated below the webhook's signature check: the body is the payload Meta would
 //! send ([`crate::simulator::payload`]), parsed and stored by the webhook's own intake
@@ -37,6 +37,9 @@ pub struct SendRequest {
     name: String,
     text: Option<String>,
     reply: Option<ReplyRequest>,
+    /// Send the simulator's voice note instead.
+    #[serde(default)]
+    voice: bool,
     /// Reuse a message id (a redelivery); a fresh one otherwise.
     id: Option<String>,
 }
@@ -61,6 +64,8 @@ pub async fn send(
     let bad = |reason: &str| SimError::Api(ApiError::BadRequest(reason.to_owned()));
     let from = PhoneE164::parse(&request.from).map_err(|e| bad(&e.to_string()))?;
     let content = match (request.text, request.reply) {
+        (None, None) if request.voice => Content::VoiceNote,
+        (Some(_), _) | (_, Some(_)) if request.voice => return Err(bad("send either text, reply or voice")),
         (Some(text), None) => {
             let text = text.trim();
             if text.is_empty() || text.chars().count() > TEXT_MAX {

@@ -37,6 +37,11 @@ pub struct InboundRow {
     pub reply_id: Option<String>,
     pub received_at: DateTime<Utc>,
     pub turn_id: Option<i64>,
+    /// A voice note's text, or why it could not be heard.
+    pub transcript: Option<String>,
+    pub transcript_error: Option<String>,
+    /// Meta's error code on an unsupported or error-only message.
+    pub error_code: Option<i64>,
 }
 
 /// One job of the conversation.
@@ -241,7 +246,9 @@ impl ConversationViewStore for Store {
     ) -> StoreResult<Vec<InboundRow>> {
         let mut rows: Vec<InboundRow> = reading!(self, pool => {
             sqlx::query_as(
-                "SELECT id, provider_message_id, kind, body, reply_id, received_at, turn_id FROM inbound_messages
+                "SELECT id, provider_message_id, kind, body, reply_id, received_at, turn_id, transcript, transcript_error,
+                        error_code
+                 FROM inbound_messages
                  WHERE tenant_id = $1 AND conversation_id = $2 AND id < $3
                  ORDER BY id DESC LIMIT $4",
             )

@@ -38,6 +38,7 @@ const fn column(table: &'static str, column: &'static str, redact: Redact) -> Co
 pub(super) const COLUMNS: &[Column] = &[
     Column { typed: true, ..column("inbound_messages", "body", Redact::Text) },
     Column { typed: true, ..column("inbound_messages", "raw", Redact::Json) },
+    Column { typed: true, ..column("inbound_messages", "transcript", Redact::Text) },
     column("outbound_messages", "message", Redact::Json),
     column("outbound_messages", "last_error", Redact::Text),
     column("conversation_messages", "content", Redact::Json),

@@ -7,15 +7,15 @@ macro_rules! insert_inbound_sql {
     () => {
         "INSERT INTO inbound_messages
              (tenant_id, conversation_id, provider_message_id, kind, body, reply_id, context_id, sent_at, received_at, raw,
-              simulated_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+              simulated_by, media_id, error_code)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          ON CONFLICT (tenant_id, provider_message_id) DO NOTHING
          RETURNING id"
     };
 }
 pub(crate) use insert_inbound_sql;
 
-/// Binds `insert_inbound_sql!`'s eleven parameters, in order, to `$query`.
+/// Binds `insert_inbound_sql!`'s thirteen parameters, in order, to `$query`.
 macro_rules! bind_inbound {
     ($query:expr, $tenant:expr, $conversation:expr, $message:expr, $now:expr) => {
         $query
@@ -30,6 +30,8 @@ macro_rules! bind_inbound {
             .bind($now)
             .bind(sqlx::types::Json(&$message.raw))
             .bind($message.simulated_by.as_deref())
+            .bind($message.content.media_id())
+            .bind($message.content.error_code())
     };
 }
 pub(crate) use bind_inbound;

@@ -134,6 +134,15 @@ macro_rules! raw_pool {
     }};
 }
 
+/// How many contacts `tenant` has.
+pub async fn contacts(db: &TestDb, tenant: balcao::domain::TenantId) -> i64 {
+    crate::raw_pool!(db, pool => sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM contacts WHERE tenant_id = $1")
+        .bind(tenant.0)
+        .fetch_one(&pool)
+        .await
+        .unwrap())
+}
+
 /// Runs one async case on SQLite and on PostgreSQL:
 /// `contract!(name, |db| async move { ... });`
 #[macro_export]

@@ -3,6 +3,9 @@
 //!
 //! `POST /{phone_number_id}/messages` takes JSON; `POST /{phone_number_id}/media` takes the
 //! documented multipart form (`messaging_product`, `type`, `file`) and answers `{ "id": … }`.
+//! A customer's media ([`FakeGraph::add_media`]) is served as Meta does: `GET /{media-id}`
+//! answers `url`, `mime_type`, `sha256`, `file_size` (a string, as Meta's docs show) and `id`;
+//! the URL answers the bytes. Both need the Bearer token; an unknown id gets Meta's code 100.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -13,7 +16,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 #[derive(Debug, Clone)]
@@ -65,6 +68,18 @@ struct Inner {
     next_media_id: u64,
     /// Replies for every send of an `interactive.type`, ahead of the script.
     by_interactive_type: HashMap<String, Reply>,
+    /// Customers' media by id: announced size (when it differs from the bytes'), type, bytes.
+    media: HashMap<String, StoredMedia>,
+    /// Every `GET /{media-id}` and download, by media id.
+    media_gets: Vec<String>,
+    downloads: Vec<String>,
+}
+
+#[derive(Clone)]
+struct StoredMedia {
+    mime_type: String,
+    bytes: Vec<u8>,
+    announced_size: Option<u64>,
 }
 
 #[derive(Clone)]
@@ -79,10 +94,15 @@ impl FakeGraph {
         let app = axum::Router::new()
             .route("/{phone_number_id}/messages", post(messages))
             .route("/{phone_number_id}/media", post(media))
+            .route("/{media_id}", get(media_info))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake graph");
-        let url = format!("http://{}/v25.0", listener.local_addr().expect("addr"));
-        let app = axum::Router::new().nest("/v25.0", app);
+        let root = format!("http://{}", listener.local_addr().expect("addr"));
+        let url = format!("{root}/v25.0");
+        let app = axum::Router::new()
+            .nest("/v25.0", app)
+            .route("/whatsapp_business/attachments/{media_id}", get(download))
+            .with_state(inner.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -105,6 +125,23 @@ impl FakeGraph {
 
     pub fn uploads(&self) -> Vec<Upload> {
         self.inner.lock().expect("lock").uploads.clone()
+    }
+
+    /// Serves a customer's media under `id`; `announced_size` overrides the size `GET /{id}`
+    /// tells (a file that says it is 20 MB).
+    pub fn add_media(&self, id: &str, mime_type: &str, bytes: &[u8], announced_size: Option<u64>) {
+        let media = StoredMedia { mime_type: mime_type.to_owned(), bytes: bytes.to_vec(), announced_size };
+        self.inner.lock().expect("lock").media.insert(id.to_owned(), media);
+    }
+
+    /// Media ids asked for with `GET /{media-id}`, in order.
+    pub fn media_gets(&self) -> Vec<String> {
+        self.inner.lock().expect("lock").media_gets.clone()
+    }
+
+    /// Media ids downloaded, in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.inner.lock().expect("lock").downloads.clone()
     }
 
     /// Answers every send of this `interactive.type` (say `order_details` on a number not
@@ -179,6 +216,55 @@ async fn media(
     answer(reply, || Json(json!({ "id": format!("media.FAKE{id:06}") })).into_response()).await
 }
 
+/// `GET /{media-id}`: where the file is, and what it is.
+async fn media_info(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(media_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !headers.get("authorization").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("Bearer ")) {
+        return refuse_with(401, 190, "Error validating access token");
+    }
+    let media = {
+        let mut inner = inner.lock().expect("lock");
+        inner.media_gets.push(media_id.clone());
+        inner.media.get(&media_id).cloned()
+    };
+    let Some(media) = media else {
+        return refuse_with(400, 100, &format!("Object with ID '{media_id}' does not exist"));
+    };
+    let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("127.0.0.1");
+    Json(json!({
+        "messaging_product": "whatsapp",
+        "url": format!("http://{host}/whatsapp_business/attachments/{media_id}"),
+        "mime_type": media.mime_type,
+        "sha256": "c2hhMjU2LW9mLXRoZS1maWxl",
+        "file_size": media.announced_size.unwrap_or(media.bytes.len() as u64).to_string(),
+        "id": media_id,
+    }))
+    .into_response()
+}
+
+/// The media URL: the bytes, with the Bearer token.
+async fn download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(media_id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !headers.get("authorization").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("Bearer ")) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let media = {
+        let mut inner = inner.lock().expect("lock");
+        inner.downloads.push(media_id.clone());
+        inner.media.get(&media_id).cloned()
+    };
+    match media {
+        Some(media) => ([("content-type", media.mime_type)], media.bytes).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 /// Meta's error envelope with `code`.
 fn refuse_with(status: u16, code: i64, details: &str) -> Response {
     (
@@ -207,16 +293,16 @@ async fn answer(reply: Reply, accept: impl FnOnce() -> Response) -> Response {
     }
 }
 
-struct FormPart {
-    name: String,
-    file_name: Option<String>,
-    content_type: Option<String>,
-    body: Vec<u8>,
+pub(crate) struct FormPart {
+    pub name: String,
+    pub file_name: Option<String>,
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
 }
 
 /// Just enough of RFC 7578 for the client's form: `--boundary` delimited parts, each with
 /// headers, a blank line and a body.
-fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<FormPart>, String> {
+pub(crate) fn parse_multipart(content_type: &str, body: &[u8]) -> Result<Vec<FormPart>, String> {
     if !content_type.starts_with("multipart/form-data") {
         return Err(format!("content type {content_type:?}"));
     }

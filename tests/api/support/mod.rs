@@ -10,6 +10,7 @@ pub mod fake_asaas;
 pub mod fake_graph;
 pub mod fake_mercadopago;
 pub mod fake_model;
+pub mod fake_transcription;
 pub mod loopback;
 pub mod payloads;
 pub mod queue;

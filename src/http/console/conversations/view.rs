@@ -68,14 +68,36 @@ fn inbound_bubble(row: &InboundRow, zone: Tz) -> Bubble {
         "button_reply" => "resposta de botão".to_owned(),
         "list_reply" => "escolha na lista".to_owned(),
         "quick_reply" => "botão de modelo".to_owned(),
-        other => format!("mensagem do tipo {other}"),
+        "reaction" if row.body.is_some() => "reação".to_owned(),
+        "reaction" => "reação removida".to_owned(),
+        "edit" => "edição".to_owned(),
+        "revoke" => "mensagem apagada".to_owned(),
+        "number_change" => "trocou de número".to_owned(),
+        "request_welcome" => "abriu a conversa".to_owned(),
+        "image" => "imagem".to_owned(),
+        "video" => "vídeo".to_owned(),
+        "document" => "documento".to_owned(),
+        "sticker" => "figurinha".to_owned(),
+        "location" => "localização".to_owned(),
+        "contacts" => "contato".to_owned(),
+        "audio" => "áudio".to_owned(),
+        other => match row.error_code {
+            Some(code) => format!("mensagem do tipo {other} (erro {code} do WhatsApp)"),
+            None => format!("mensagem do tipo {other}"),
+        },
+    };
+    // A voice note shows what it said, or that it could not be heard.
+    let footer = match (&row.transcript, &row.transcript_error) {
+        (Some(text), _) => Some(format!("Transcrição: {text}")),
+        (None, Some(_)) => Some("Não foi possível ouvir este áudio.".to_owned()),
+        (None, None) => None,
     };
     Bubble {
         inbound: true,
         at: local(row.received_at, zone),
         kind,
         text: row.body.clone().unwrap_or_default(),
-        footer: None,
+        footer,
         options: vec![],
         code: None,
         status: None,

@@ -2,15 +2,20 @@
 //!
 //! A batch is `entry[] × changes[] × messages[]/statuses[]`. Each element is deserialized on
 //! its own, so one that fails is reported and its siblings still come through. Every identity
-//! field is optional (business-scoped user ids, 2026), and message types are an open set:
-//! anything but text and clicks is kept with its type name.
+//! field is optional (business-scoped user ids, 2026), and message types are an open set: every
+//! kind Meta documents is parsed (`InboundContent`, in [`message`]), anything else is kept with its type name
+//! and error code. A message Meta could not deliver (an `interactive` without its object, its
+//! `errors[]` on the element or beside `messages[]`) is kept too, never dropped.
 
-use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ContactIdentity, InboundContent, NewInbound};
-use crate::domain::{PhoneE164, PrivacyKey};
+mod message;
+
+use message::{RawContact, parse_message};
+
+use crate::domain::PrivacyKey;
+use crate::whatsapp::NewInbound;
 
 /// Delivery states, in the order they can only move forward (`failed` is terminal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,64 +64,6 @@ pub struct ParsedBatch {
     pub changes: Vec<ParsedChange>,
     pub errors: Vec<String>,
 }
-
-#[derive(Deserialize)]
-struct RawContact {
-    wa_id: Option<String>,
-    user_id: Option<String>,
-    profile: Option<RawProfile>,
-}
-
-#[derive(Deserialize)]
-struct RawProfile {
-    name: Option<String>,
-    username: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RawMessage {
-    id: String,
-    from: Option<String>,
-    from_user_id: Option<String>,
-    timestamp: Option<String>,
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<RawText>,
-    interactive: Option<RawInteractive>,
-    button: Option<RawButton>,
-    context: Option<RawContext>,
-}
-
-#[derive(Deserialize)]
-struct RawText {
-    body: String,
-}
-
-#[derive(Deserialize)]
-struct RawInteractive {
-    #[serde(rename = "type")]
-    kind: String,
-    button_reply: Option<RawReply>,
-    list_reply: Option<RawReply>,
-}
-
-#[derive(Deserialize)]
-struct RawReply {
-    id: String,
-    title: String,
-}
-
-#[derive(Deserialize)]
-struct RawButton {
-    payload: Option<String>,
-    text: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RawContext {
-    id: Option<String>,
-}
-
 #[derive(Deserialize)]
 struct RawStatus {
     id: String,
@@ -127,12 +74,11 @@ struct RawStatus {
 }
 
 #[derive(Deserialize)]
-struct RawError {
-    code: Option<i64>,
+pub(super) struct RawError {
+    pub(super) code: Option<i64>,
     title: Option<String>,
     message: Option<String>,
 }
-
 /// Parses a JSON body already known to be authentic. Message ids come out hashed by `key`
 /// (see [`PrivacyKey`]): the raw wamid stays in the element's `raw` copy only.
 pub fn parse_batch(body: &Value, key: &PrivacyKey) -> ParsedBatch {
@@ -175,9 +121,11 @@ fn parse_change(value: Option<&Value>, at: &str, key: &PrivacyKey, errors: &mut 
         .map(|list| list.iter().filter_map(|c| RawContact::deserialize(c).ok()).collect())
         .unwrap_or_default();
 
+    // Errors beside `messages[]` belong to them (an interactive Meta could not render).
+    let change_error = array(value, "errors").iter().find_map(|e| e.get("code").and_then(Value::as_i64));
     let mut change = ParsedChange { phone_number_id: phone_number_id.to_owned(), ..Default::default() };
     for (i, element) in array(value, "messages").iter().enumerate() {
-        match parse_message(element, &contacts, key) {
+        match parse_message(element, &contacts, change_error, key) {
             Ok(message) => change.messages.push(message),
             Err(reason) => errors.push(format!("{at}.value.messages[{i}]: {reason}")),
         }
@@ -195,79 +143,6 @@ fn parse_change(value: Option<&Value>, at: &str, key: &PrivacyKey, errors: &mut 
 fn array<'a>(value: &'a Value, key: &str) -> &'a [Value] {
     value.get(key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
 }
-
-fn parse_message(element: &Value, contacts: &[RawContact], key: &PrivacyKey) -> Result<NewInbound, String> {
-    let raw = RawMessage::deserialize(element).map_err(|e| e.to_string())?;
-    if raw.id.trim().is_empty() {
-        return Err("empty message id".to_owned());
-    }
-    let from = raw.from.as_deref().map(PhoneE164::parse).transpose().map_err(|e| e.to_string())?;
-    let contact = contacts
-        .iter()
-        .find(|c| {
-            from.as_ref().is_some_and(|f| c.wa_id.as_deref().map(|w| w.trim_start_matches('+')) == Some(f.digits()))
-        })
-        .or_else(|| contacts.iter().find(|c| raw.from_user_id.is_some() && c.user_id == raw.from_user_id))
-        .or(if contacts.len() == 1 { contacts.first() } else { None });
-    let wa_id = match from {
-        Some(phone) => Some(phone),
-        None => {
-            contact.and_then(|c| c.wa_id.as_deref()).map(PhoneE164::parse).transpose().map_err(|e| e.to_string())?
-        }
-    };
-    let identity = ContactIdentity {
-        wa_id,
-        user_id: raw.from_user_id.clone().or_else(|| contact.and_then(|c| c.user_id.clone())),
-        username: contact.and_then(|c| c.profile.as_ref()).and_then(|p| p.username.clone()),
-        profile_name: contact.and_then(|c| c.profile.as_ref()).and_then(|p| p.name.clone()),
-    };
-    if identity.external_key().is_none() {
-        return Err("no sender: neither from/wa_id nor from_user_id/user_id".to_owned());
-    }
-    let content = match raw.kind.as_str() {
-        "text" => InboundContent::Text { body: raw.text.ok_or("text message without text")?.body },
-        "interactive" => {
-            let interactive = raw.interactive.ok_or("interactive message without interactive")?;
-            match interactive.kind.as_str() {
-                "button_reply" => {
-                    let r = interactive.button_reply.ok_or("button_reply without button_reply")?;
-                    InboundContent::ButtonReply { id: r.id, title: r.title }
-                }
-                "list_reply" => {
-                    let r = interactive.list_reply.ok_or("list_reply without list_reply")?;
-                    InboundContent::ListReply { id: r.id, title: r.title }
-                }
-                other => InboundContent::Other { kind: format!("interactive:{other}") },
-            }
-        }
-        "button" => {
-            let b = raw.button.ok_or("button message without button")?;
-            match (b.payload, b.text) {
-                (None, None) => return Err("button message without payload or text".to_owned()),
-                (payload, text) => InboundContent::QuickReply {
-                    payload: payload.clone().or_else(|| text.clone()).unwrap_or_default(),
-                    text: text.or(payload).unwrap_or_default(),
-                },
-            }
-        }
-        other => InboundContent::Other { kind: other.to_owned() },
-    };
-    let sent_at = raw
-        .timestamp
-        .as_deref()
-        .and_then(|t| t.parse::<i64>().ok())
-        .and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0));
-    Ok(NewInbound {
-        provider_message_id: key.message_id(&raw.id),
-        contact: identity,
-        content,
-        context_id: raw.context.and_then(|c| c.id).map(|id| key.message_id(&id)),
-        sent_at,
-        raw: element.clone(),
-        simulated_by: None,
-    })
-}
-
 fn parse_status(element: &Value, key: &PrivacyKey) -> Result<Option<StatusUpdate>, String> {
     let raw = RawStatus::deserialize(element).map_err(|e| e.to_string())?;
     let status = match raw.status.as_str() {
