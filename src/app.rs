@@ -158,8 +158,7 @@ impl App {
             transcriber,
         });
         // Every kind of message meets its policy first (reactions silent, voice notes heard).
-        let turns: Arc<dyn TurnHandler> =
-            Arc::new(MessageKinds { store: store.clone(), replier: replier.clone(), voice, inner: turns });
+        let turns: Arc<dyn TurnHandler> = Arc::new(MessageKinds { store: store.clone(), voice, inner: turns });
         // A click never reaches the turn handler (nor the model): it has its own path.
         let handler: Arc<dyn TurnHandler> = Arc::new(ByKind { clicks, turns });
         let worker = Worker::new(

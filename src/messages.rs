@@ -120,6 +120,12 @@ pub fn kinds(text: KindsText<'_>) -> anyhow::Result<String> {
     render(&Kinds { text })
 }
 
+/// What to say about voice notes nobody could hear, given whether hearing any of them failed
+/// (else no transcription endpoint is configured). See `InboundMessage::unheard_voice`.
+pub fn unheard_voice(failed: bool) -> anyhow::Result<String> {
+    kinds(if failed { KindsText::CouldNotHear } else { KindsText::NoVoice })
+}
+
 /// How the model is told about a message that is not text: `[o cliente enviou uma imagem: …]`.
 #[derive(Template)]
 #[template(path = "prompts/inbound_line.txt")]

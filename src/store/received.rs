@@ -30,6 +30,14 @@ pub struct InboundMessage {
     pub transcript_error: Option<String>,
 }
 
+impl InboundMessage {
+    /// For a voice note nobody could hear, as a turn is handed it (kind `audio`, no text):
+    /// whether hearing it failed (`false`: no transcription endpoint is configured).
+    pub fn unheard_voice(&self) -> Option<bool> {
+        (self.kind == crate::whatsapp::stored::AUDIO && self.body.is_none()).then_some(self.transcript_error.is_some())
+    }
+}
+
 /// The person on the other side of a conversation.
 #[derive(Debug, Clone)]
 pub struct ConversationContact {

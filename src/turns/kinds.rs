@@ -14,10 +14,16 @@
 //! | audio, voice note | yes, with its transcript once heard | its transcript, like typed text; "não consegui ouvir seu áudio, pode escrever?" when it could not be heard; a request to write when no endpoint is configured |
 //! | unsupported, error-only (131000, 131051) | yes, with Meta's error code | like unreadable media |
 //!
-//! A [`TurnHandler`] outermost on turns (clicks go their own way): it applies the effects, hands
-//! the wrapped chain only the messages to answer (a voice note as its transcript, kind `text`,
-//! so opt-out, handoff and the menus read it as typed), and ends a turn with nothing to answer
-//! without a reply. Every effect is idempotent, so a retried turn repeats nothing.
+//! Two handlers apply it. [`MessageKinds`], outermost on turns (taps go their own way), applies
+//! the effects and hears voice notes, and hands the chain only the messages to answer (a heard
+//! voice note as kind `text`, so opt-out, handoff and the menus read it as typed); a turn with
+//! nothing left ends without a reply. [`UnheardVoice`], inside the handoff gate, answers a turn
+//! of voice notes nobody could hear: a person who took the conversation over hears no bot.
+//!
+//! Invariants: every effect is idempotent, so a retried turn repeats nothing; the effects that
+//! write a customer's words (an edit, a transcript, a new number) are made under the turn's
+//! lease, so a turn an erasure stopped cannot write them back; a deleted voice note is never
+//! sent for transcription.
 
 use std::sync::Arc;
 
@@ -26,8 +32,8 @@ use async_trait::async_trait;
 use super::voice::{Heard, Voice};
 use crate::domain::PhoneE164;
 use crate::jobs::{Replier, Turn, TurnHandler};
-use crate::messages::{KindsText, kinds};
-use crate::store::{InboundMessage, JobKind, MessageEffectStore, NumberMoved, Store};
+use crate::messages::{InboundLine, render, unheard_voice};
+use crate::store::{InboundMessage, MessageEffectStore, NumberMoved, Store};
 use crate::whatsapp::{OutboundMessage, stored};
 
 /// What a stored kind does to its turn.
@@ -50,11 +56,11 @@ pub enum Policy {
 /// The policy for a stored kind (`inbound_messages.kind`).
 pub fn policy(kind: &str) -> Policy {
     match kind {
-        "reaction" | "system" => Policy::Silent,
-        "revoke" => Policy::Revoke,
-        "edit" => Policy::Edit,
+        stored::REACTION | stored::SYSTEM => Policy::Silent,
+        stored::REVOKE => Policy::Revoke,
+        stored::EDIT => Policy::Edit,
         stored::NUMBER_CHANGE => Policy::NumberChange,
-        "audio" => Policy::Voice,
+        stored::AUDIO => Policy::Voice,
         _ => Policy::Answer,
     }
 }
@@ -62,38 +68,39 @@ pub fn policy(kind: &str) -> Policy {
 /// Applies the kinds' policy, then hands the messages to answer to `inner`.
 pub struct MessageKinds {
     pub store: Store,
-    pub replier: Replier,
     pub voice: Arc<Voice>,
     pub inner: Arc<dyn TurnHandler>,
 }
 
-/// A voice note nobody could hear, as the turn keeps it: kind `audio`, no text.
-fn unheard(message: &InboundMessage) -> bool {
-    message.kind == "audio" && message.body.is_none()
-}
-
 impl MessageKinds {
     /// The turn's messages to answer, after each kind's effect.
-    async fn to_answer(&self, turn: &Turn) -> anyhow::Result<(Vec<InboundMessage>, bool)> {
+    async fn to_answer(&self, turn: &Turn) -> anyhow::Result<Vec<InboundMessage>> {
         let (tenant, conversation) = (turn.tenant.id, turn.conversation);
+        // Deleted in this very turn: never answered, never sent for transcription.
+        let revoked: Vec<&str> = turn
+            .messages
+            .iter()
+            .filter(|m| policy(&m.kind) == Policy::Revoke)
+            .filter_map(|m| m.context_id.as_deref())
+            .collect();
         let mut answer: Vec<InboundMessage> = Vec::new();
-        let mut no_endpoint = false;
         for message in &turn.messages {
             match policy(&message.kind) {
                 Policy::Silent => {}
                 Policy::Revoke => {
                     if let Some(target) = &message.context_id {
-                        self.store.revoke_message(tenant, conversation, target).await?;
-                        answer.retain(|m| &m.provider_message_id != target);
+                        let placeholder = render(&InboundLine { kind: stored::REVOKE, label: None, error_code: None })?;
+                        self.store.revoke_message(tenant, conversation, target, &placeholder).await?;
                     }
                 }
+                _ if revoked.contains(&message.provider_message_id.as_str()) => {}
                 Policy::Edit => {
-                    let waiting = answer
-                        .iter_mut()
-                        .find(|m| m.kind == "text" && message.context_id.as_ref() == Some(&m.provider_message_id));
-                    match (waiting, &message.body, &message.context_id) {
+                    let target = message.context_id.as_deref();
+                    let waiting =
+                        answer.iter_mut().find(|m| m.kind == stored::TEXT && target == Some(&m.provider_message_id));
+                    match (waiting, &message.body, target) {
                         (Some(original), Some(body), Some(target)) => {
-                            self.store.edit_message(tenant, conversation, target, turn.id, body).await?;
+                            self.store.edit_message(tenant, conversation, target, &turn.lease, body).await?;
                             original.body = Some(body.clone());
                         }
                         (Some(_), None, _) => {} // an edit with no text (a caption removed)
@@ -104,14 +111,13 @@ impl MessageKinds {
                     let Some(number) = message.body.as_deref().and_then(|b| PhoneE164::parse(b).ok()) else {
                         continue;
                     };
-                    let moved = self.store.move_contact_number(tenant, turn.contact.contact_id, &number).await?;
-                    match moved {
-                        NumberMoved::Moved => {
-                            tracing::info!(%tenant, contact = %turn.contact.contact_id, "contact moved to its new number")
-                        }
+                    let contact = turn.contact.contact_id;
+                    match self.store.move_contact_number(tenant, contact, &number, &turn.lease).await? {
+                        NumberMoved::Moved => tracing::info!(%tenant, %contact, "contact moved to its new number"),
                         NumberMoved::Unchanged => {}
                         NumberMoved::Taken(other) => {
-                            tracing::warn!(%tenant, contact = %turn.contact.contact_id, %other, "a number change names a number another contact has; both kept")
+                            let other = other.map(|c| c.0);
+                            tracing::warn!(%tenant, %contact, ?other, "a number change names another contact's number; both kept")
                         }
                     }
                 }
@@ -119,40 +125,60 @@ impl MessageKinds {
                     let mut heard = message.clone();
                     match self.voice.hear(turn, message).await? {
                         Heard::Text(text) => {
-                            heard.kind = "text".to_owned();
+                            heard.kind = stored::TEXT.to_owned();
                             heard.body = Some(text);
                         }
-                        Heard::Failed => heard.body = None,
-                        Heard::NoEndpoint => {
+                        Heard::Failed(reason) => {
                             heard.body = None;
-                            no_endpoint = true;
+                            heard.transcript_error = Some(reason);
                         }
+                        Heard::NoEndpoint => heard.body = None,
                     }
                     answer.push(heard);
                 }
                 Policy::Answer => answer.push(message.clone()),
             }
         }
-        Ok((answer, no_endpoint))
+        Ok(answer)
     }
 }
 
 #[async_trait]
 impl TurnHandler for MessageKinds {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
-        if turn.kind == JobKind::Click {
-            return self.inner.handle(turn).await;
-        }
-        let (answer, no_endpoint) = self.to_answer(turn).await?;
+        let answer = self.to_answer(turn).await?;
         if answer.is_empty() {
             return Ok(());
         }
-        // Voice notes and nothing else, none heard: the same answer from every agent, no model.
-        if answer.iter().all(unheard) {
-            let text = kinds(if no_endpoint { KindsText::NoVoice } else { KindsText::CouldNotHear })?;
-            self.replier.reply(turn, 0, OutboundMessage::text(text)?);
-            return Ok(());
-        }
         self.inner.handle(&turn.with_messages(answer)).await
+    }
+}
+
+/// Answers a turn of voice notes and nothing else, none heard, the same way for every agent and
+/// without the model: "Não consegui ouvir seu áudio, pode escrever?" (or, with no endpoint, a
+/// request to write). Every other turn goes to `inner`.
+pub struct UnheardVoice {
+    pub replier: Replier,
+    pub inner: Arc<dyn TurnHandler>,
+}
+
+impl UnheardVoice {
+    pub fn wrap(replier: Replier, inner: Arc<dyn TurnHandler>) -> Arc<dyn TurnHandler> {
+        Arc::new(Self { replier, inner })
+    }
+}
+
+#[async_trait]
+impl TurnHandler for UnheardVoice {
+    async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
+        let unheard: Option<Vec<bool>> = turn.messages.iter().map(InboundMessage::unheard_voice).collect();
+        match unheard {
+            Some(failed) if !failed.is_empty() => {
+                let text = unheard_voice(failed.contains(&true))?;
+                self.replier.reply(turn, 0, OutboundMessage::text(text)?);
+                Ok(())
+            }
+            _ => self.inner.handle(turn).await,
+        }
     }
 }

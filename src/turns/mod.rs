@@ -13,7 +13,7 @@ mod voice;
 
 pub use dispatch::{ByAudience, ByKind};
 pub use handoff::HandoffGate;
-pub use kinds::MessageKinds;
+pub use kinds::{MessageKinds, UnheardVoice};
 pub use opt_out::{Command, OptOut, command};
 pub use payer_document::PayerDocumentGate;
 pub use voice::{Heard, Voice};
@@ -85,6 +85,8 @@ pub fn chain(ctx: &HandlerContext, model: Option<(&'static str, Arc<dyn ModelCli
         None => (guided, menu),
     };
     // Inside the handoff gate: while a person has the conversation, the bot does not answer.
+    let customer = UnheardVoice::wrap(ctx.replier.clone(), customer);
+    let merchant = UnheardVoice::wrap(ctx.replier.clone(), merchant);
     let customer = PayerDocumentGate::wrap(ctx.store.clone(), ctx.replier.clone(), customer);
     let customer = HandoffGate::wrap(customer, ctx);
     // Outermost: "sair" is honored even while a person has the conversation.

@@ -5,7 +5,8 @@
 //! Invariants:
 //! - a message is downloaded and transcribed at most once however often its turn runs: a kept
 //!   transcript or failure is read back, never redone (two attempts racing after a lost lease
-//!   keep the first one's result);
+//!   keep the first one's result), and it is kept only under the turn's lease, so a turn an
+//!   erasure stopped cannot write a transcript back;
 //! - the transcript is personal data kept with the message: exported and erased with it;
 //! - a simulated voice note (marked `simulated_by`, which never comes from the wire) is read
 //!   from the clip the simulator ships, never downloaded: its media id names nothing at Meta.
@@ -32,8 +33,8 @@ pub struct Voice {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
     Text(String),
-    /// Its download or transcription failed (kept: not tried again).
-    Failed,
+    /// Its download or transcription failed, for this kept reason (not tried again).
+    Failed(String),
     /// No transcription endpoint is configured.
     NoEndpoint,
 }
@@ -44,18 +45,21 @@ impl Voice {
         if let Some(text) = &message.transcript {
             return Ok(Heard::Text(text.clone()));
         }
-        if message.transcript_error.is_some() {
-            return Ok(Heard::Failed);
+        if let Some(reason) = &message.transcript_error {
+            return Ok(Heard::Failed(reason.clone()));
         }
         let Some(transcriber) = &self.transcriber else { return Ok(Heard::NoEndpoint) };
         let result = self.transcribe(turn, message, transcriber).await;
         if let Err(reason) = &result {
             tracing::warn!(tenant = %turn.tenant.id, message = message.id, %reason, "a voice note could not be heard");
         }
-        let kept = self.store.keep_transcript(turn.tenant.id, message.id, result.as_deref().map_err(String::as_str));
-        Ok(match kept.await? {
-            (Some(text), _) => Heard::Text(text),
-            _ => Heard::Failed,
+        let result = result.as_deref().map_err(String::as_str);
+        let kept = self.store.keep_transcript(turn.tenant.id, message.id, &turn.lease, result).await?;
+        Ok(match kept {
+            Some((Some(text), _)) => Heard::Text(text),
+            Some((None, reason)) => Heard::Failed(reason.unwrap_or_default()),
+            // Stopped meanwhile (an erasure, a lost lease): nothing is kept, nothing answered.
+            None => anyhow::bail!("the turn's lease was lost while a voice note was heard"),
         })
     }
 

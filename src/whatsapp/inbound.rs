@@ -125,8 +125,15 @@ impl MediaKind {
     }
 }
 
-/// Stored kinds of the variants that are not Meta's own `type` names.
+/// The stored kinds (`inbound_messages.kind`) the code branches on: Meta's own `type` names,
+/// and ours for the variants that have none.
 pub mod stored {
+    pub const TEXT: &str = "text";
+    pub const REACTION: &str = "reaction";
+    pub const EDIT: &str = "edit";
+    pub const REVOKE: &str = "revoke";
+    pub const SYSTEM: &str = "system";
+    pub const AUDIO: &str = "audio";
     pub const BUTTON_REPLY: &str = "button_reply";
     pub const LIST_REPLY: &str = "list_reply";
     pub const QUICK_REPLY: &str = "quick_reply";
@@ -138,17 +145,17 @@ impl InboundContent {
     /// The kind stored with the message (`inbound_messages.kind`).
     pub fn kind(&self) -> &str {
         match self {
-            Self::Text { .. } => "text",
+            Self::Text { .. } => stored::TEXT,
             Self::ButtonReply { .. } => stored::BUTTON_REPLY,
             Self::ListReply { .. } => stored::LIST_REPLY,
             Self::QuickReply { .. } => stored::QUICK_REPLY,
-            Self::Reaction { .. } => "reaction",
-            Self::Edit { .. } => "edit",
-            Self::Revoke { .. } => "revoke",
+            Self::Reaction { .. } => stored::REACTION,
+            Self::Edit { .. } => stored::EDIT,
+            Self::Revoke { .. } => stored::REVOKE,
             Self::NumberChange { .. } => stored::NUMBER_CHANGE,
             Self::Welcome => stored::WELCOME,
             Self::Media { kind, .. } => kind.as_str(),
-            Self::Audio { .. } => "audio",
+            Self::Audio { .. } => stored::AUDIO,
             Self::Unsupported { kind, .. } => kind,
         }
     }

@@ -4,7 +4,8 @@
 //! Limits are checked before the bytes come (the announced size and type) and while they come
 //! (a body longer than the limit is cut off and refused), so a large file is never held in
 //! memory. A timeout, a refused connection, 429 or 5xx is tried again, at most [`ATTEMPTS`]
-//! times; anything else is final.
+//! times; anything else is final. The token is sent only for a numeric media id and to an
+//! https URL (or the Graph API's own origin).
 
 use std::time::Duration;
 
@@ -94,7 +95,8 @@ impl GraphClient {
         types: &[&str],
         max: u64,
     ) -> Result<Media, Try<MediaError>> {
-        if media_id.is_empty() || !media_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_') {
+        // Meta's media ids are numbers; anything else is not put in a URL with our token.
+        if media_id.is_empty() || media_id.len() > 32 || !media_id.bytes().all(|b| b.is_ascii_digit()) {
             return Err(Try::Final(MediaError::Refused(format!("not a media id: {media_id:?}"))));
         }
         let url = format!("{}/{media_id}", self.base_url);
@@ -112,6 +114,10 @@ impl GraphClient {
         }
         if let Some(size) = info.size().filter(|size| *size > max) {
             return Err(Try::Final(MediaError::TooLarge { size, max }));
+        }
+        // The token goes only over https, or to the Graph API's own origin (a local test server).
+        if !(info.url.starts_with("https://") || info.url.starts_with(&format!("{}/", origin(&self.base_url)))) {
+            return Err(Try::Final(MediaError::Refused("the media URL is not https".to_owned())));
         }
         let mut response = self.http.get(&info.url).bearer_auth(token.expose()).send().await.map_err(transport)?;
         let status = response.status();
@@ -132,6 +138,12 @@ impl GraphClient {
     }
 }
 
+/// `scheme://host[:port]` of a URL.
+fn origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    url[after_scheme..].find('/').map_or(url, |end| &url[..after_scheme + end])
+}
+
 fn transport(e: reqwest::Error) -> Try<MediaError> {
     Try::Again(e.without_url().to_string())
 }
@@ -142,5 +154,14 @@ fn refusal(status: reqwest::StatusCode, body: &str) -> Try<MediaError> {
         Try::Again(reason)
     } else {
         Try::Final(MediaError::Refused(reason))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn origin_is_scheme_and_host() {
+        assert_eq!(super::origin("http://127.0.0.1:4000/v25.0"), "http://127.0.0.1:4000");
+        assert_eq!(super::origin("https://graph.facebook.com"), "https://graph.facebook.com");
     }
 }

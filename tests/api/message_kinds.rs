@@ -239,6 +239,11 @@ contract!(a_number_change_keeps_one_contact_with_its_booking, |db| async move {
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
     let conversation = db.store.conversation_of_contact(s.tenant.id, customer.contact).await.unwrap();
     assert_eq!(conversation, Some(customer.conversation));
+    let stored_number: (String, Option<String>) = crate::raw_pool!(db, pool => sqlx::query_as(
+        "SELECT external_key, wa_id FROM contacts WHERE tenant_id = $1 AND id = $2")
+        .bind(s.tenant.id.0).bind(customer.contact.0).fetch_one(&pool).await.unwrap());
+    let new = balcao::domain::PhoneE164::parse(NEW_NUMBER).unwrap();
+    assert_eq!(stored_number, (new.match_key(), Some(NEW_NUMBER.to_owned())), "stored as WhatsApp reports it");
 
     // Redelivered, the notice is a duplicate: no contact comes back for the old number.
     let redelivered =
@@ -321,4 +326,20 @@ contract!(an_interactive_meta_could_not_render_is_kept_and_answered, |db| async 
     assert_eq!(answers.len(), 1);
     assert!(answers[0].body().starts_with("Não consegui abrir essa mensagem"), "{}", answers[0].body());
     assert_eq!(db.store.count_inbound(s.tenant.id).await.unwrap(), 1);
+});
+
+contract!(a_deletion_takes_the_words_out_of_the_models_history, |db| async move {
+    use crate::support::fake_model::{FakeModel, says};
+    let fake = FakeModel::start(vec![]).await;
+    let s = Scenario::new(db).await;
+    let app = TestApp::spawn(db, crate::support::agent::agent_config(&fake, &[])).await;
+    fake.push(says("Anotado."));
+    turn(db, &app, &s, CUSTOMER, vec![text("wamid.d1", CUSTOMER, "meu cartão é 4111 1111 1111 1111")]).await;
+    assert!(turn(db, &app, &s, CUSTOMER, vec![revoke("wamid.d2", "wamid.d1")]).await.is_empty());
+    assert_eq!(fake.requests().len(), 1, "a deletion calls no model");
+    fake.push(says("Oi!"));
+    turn(db, &app, &s, CUSTOMER, vec![text("wamid.d3", CUSTOMER, "oi")]).await;
+    let history = fake.requests()[1].1["messages"].to_string();
+    assert!(!history.contains("4111"), "{history}");
+    assert!(history.contains("[mensagem apagada pelo cliente]"), "{history}");
 });

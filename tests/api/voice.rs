@@ -184,7 +184,41 @@ contract!(a_20_mb_audio_is_refused_politely_and_never_downloaded, |db| async mov
     // A video sent as audio is not transcribed either.
     v.graph.add_media("20000001", "video/mp4", &clip("video"), None);
     assert_eq!(v.say(db, voice("wamid.video", "20000001")).await[0].body(), COULD_NOT_HEAR);
+    // A file that says it is small and is not: cut off on its length, never transcribed.
+    let big = vec![0u8; 17 * 1024 * 1024];
+    v.graph.add_media("20000002", "audio/ogg; codecs=opus", &big, Some(1000));
+    assert_eq!(v.say(db, voice("wamid.liar", "20000002")).await[0].body(), COULD_NOT_HEAR);
+    // From WhatsApp, the simulator's media id is not a media id: nothing is read for it.
+    let gets = v.graph.media_gets().len();
+    let fake = voice("wamid.sim", balcao::simulator::payload::VOICE_NOTE_MEDIA_ID);
+    assert_eq!(v.say(db, fake).await[0].body(), COULD_NOT_HEAR);
+    assert_eq!(v.graph.media_gets().len(), gets);
     assert!(v.ears.requests().is_empty());
+    let kept = transcripts(db, v.s.tenant.id).await;
+    assert!(kept[2].1.as_deref().is_some_and(|e| e.starts_with("too_large")), "{kept:?}");
+
+    // Beside a text, the guided answer reads the text and says the audio was not heard.
+    let text = crate::support::payloads::text("wamid.both", CUSTOMER, "oi");
+    let body = envelope(PHONE_NUMBER_ID, CUSTOMER, vec![voice("wamid.both.v", "20000000"), text]);
+    assert_eq!(v.app.post_webhook(&bytes(&body)).await.status(), 200);
+    v.app.drain_turns().await;
+    let last = inbox(db, v.s.tenant.id, CUSTOMER).await.pop().unwrap();
+    assert!(last.body().starts_with(COULD_NOT_HEAR) && ids(&last) == ["g:book", "g:mine"], "{last:?}");
+});
+
+contract!(a_voice_note_during_a_handoff_gets_no_bot_answer, |db| async move {
+    let v = voice_app(db, &[], true).await;
+    v.record("4242", "tem horário amanhã?");
+    v.say(db, crate::support::payloads::text("wamid.h0", CUSTOMER, "oi")).await;
+    let id = conversation_of(db, v.s.tenant.id, CUSTOMER).await;
+    let until = Utc::now() + TimeDelta::minutes(30);
+    balcao::store::HandoffStore::take_over(&db.store, v.s.tenant.id, balcao::domain::ConversationId(id), until)
+        .await
+        .unwrap();
+    assert!(v.say(db, voice("wamid.h1", "4242")).await.is_empty(), "heard, and left to the person");
+    assert!(v.say(db, voice("wamid.h2", "99999")).await.is_empty(), "not heard, and still quiet");
+    let kept = transcripts(db, v.s.tenant.id).await;
+    assert_eq!(kept[0].0.as_deref(), Some("tem horário amanhã?"), "the person reads it in the console");
 });
 
 contract!(a_transcription_timeout_is_answered_once, |db| async move {
@@ -202,6 +236,19 @@ contract!(a_transcription_timeout_is_answered_once, |db| async move {
     v.ears.script(vec![Reply::Error(503)]);
     let answers = v.say(db, voice("wamid.flaky", "556")).await;
     assert!(answers[0].body().contains("não tem horários"), "{}", answers[0].body());
+
+    // Deleted before its turn ran: never sent for transcription, never answered.
+    v.record("557", "esquece");
+    let heard = v.ears.requests().len();
+    let revoke = json!({ "from": CUSTOMER, "id": "wamid.gone", "timestamp": now(), "type": "revoke",
+                         "revoke": { "original_message_id": "wamid.deleted" } });
+    let body = envelope(PHONE_NUMBER_ID, CUSTOMER, vec![voice("wamid.deleted", "557"), revoke]);
+    assert_eq!(v.app.post_webhook(&bytes(&body)).await.status(), 200);
+    let before = inbox(db, v.s.tenant.id, CUSTOMER).await.len();
+    v.app.drain_turns().await;
+    assert_eq!(inbox(db, v.s.tenant.id, CUSTOMER).await.len(), before);
+    assert_eq!(v.ears.requests().len(), heard);
+    assert_eq!(transcripts(db, v.s.tenant.id).await.pop(), Some((None, Some("revoked".to_owned()))));
 });
 
 contract!(without_an_endpoint_the_guided_agent_asks_for_text, |db| async move {
@@ -241,5 +288,6 @@ contract!(the_transcript_is_exported_and_erased_with_the_contact, |db| async mov
             .await
             .unwrap()
     );
-    assert_eq!(transcripts(db, v.s.tenant.id).await, [(None, None)]);
+    let erased = transcripts(db, v.s.tenant.id).await;
+    assert_eq!(erased, [(None, Some("erased".to_owned()))], "gone, and never heard again");
 });

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{normalize_text, parse_instant};
 use crate::ledger::{Executor, Outcome, Tool};
-use crate::messages::{GuidedText as T, KindsText, guided, kinds, when_at};
+use crate::messages::{GuidedText as T, KindsText, guided, kinds, unheard_voice, when_at};
 use crate::store::InboundMessage;
 use crate::whatsapp::message::{BUTTON_ID_MAX, LIST_ROWS_MAX};
 use crate::whatsapp::{ListRow, stored};
@@ -315,7 +315,12 @@ impl GuidedTurn {
 #[async_trait]
 impl TurnHandler for GuidedTurn {
     async fn handle(&self, turn: &Turn) -> anyhow::Result<()> {
-        let screen = self.screen(turn).await?;
+        let mut screen = self.screen(turn).await?;
+        // A voice note that could not be heard beside what was read is said so, in the answer.
+        let unheard: Vec<bool> = turn.messages.iter().filter_map(InboundMessage::unheard_voice).collect();
+        if !unheard.is_empty() && !screen.is_sent() {
+            screen.text = format!("{}\n\n{}", unheard_voice(unheard.contains(&true))?, screen.text);
+        }
         if !screen.is_sent() {
             self.replier.reply(turn, 0, build(screen));
         }

@@ -219,7 +219,9 @@ impl ErasureStore for Store {
             .await?;
             if let Some(conversation) = conversation {
                 let (t, v) = (tenant.0, conversation);
-                sqlx::query("UPDATE inbound_messages SET body = NULL, transcript = NULL, raw = $1 WHERE tenant_id = $2 AND conversation_id = $3")
+                sqlx::query("UPDATE inbound_messages SET body = NULL, transcript = NULL, raw = $1,
+                         transcript_error = CASE WHEN kind = 'audio' THEN 'erased' ELSE transcript_error END
+                     WHERE tenant_id = $2 AND conversation_id = $3")
                     .bind(Json(&erased)).bind(t).bind(v).execute(&mut *tx).await?;
                 sqlx::query(
                     "UPDATE outbound_messages SET message = $1, to_wa_id = NULL, to_user_id = NULL, last_error = NULL,

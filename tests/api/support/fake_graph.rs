@@ -216,13 +216,19 @@ async fn media(
     answer(reply, || Json(json!({ "id": format!("media.FAKE{id:06}") })).into_response()).await
 }
 
+/// Media is served only to the business's token (the tests' server token).
+fn token_ok(headers: &HeaderMap) -> bool {
+    let expected = format!("Bearer {}", crate::support::common::ACCESS_TOKEN);
+    headers.get("authorization").and_then(|v| v.to_str().ok()) == Some(expected.as_str())
+}
+
 /// `GET /{media-id}`: where the file is, and what it is.
 async fn media_info(
     State(inner): State<Arc<Mutex<Inner>>>,
     Path(media_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !headers.get("authorization").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("Bearer ")) {
+    if !token_ok(&headers) {
         return refuse_with(401, 190, "Error validating access token");
     }
     let media = {
@@ -251,7 +257,7 @@ async fn download(
     Path(media_id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !headers.get("authorization").and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("Bearer ")) {
+    if !token_ok(&headers) {
         return StatusCode::UNAUTHORIZED.into_response();
     }
     let media = {
