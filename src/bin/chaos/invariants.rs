@@ -133,11 +133,18 @@ async fn appointments(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::
 }
 
 async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Result<()> {
-    let sql = "SELECT c.id, c.action_id, c.provider_ref, c.status, c.customer_phone, a.status \
+    // A paid deposit's booking stays confirmed, unless the customer cancelled it afterwards
+    // (a cancellation decided after the payment: the deposit is the merchant's to keep).
+    let sql = "SELECT c.id, c.action_id, c.provider_ref, c.status, c.customer_phone, a.status, \
+                      EXISTS (SELECT 1 FROM pending_actions p WHERE p.tenant_id = c.tenant_id \
+                              AND p.kind = 'cancellation' AND p.status = 'executed' \
+                              AND CAST(p.payload->>'booking_id' AS TEXT) = CAST(c.appointment_id AS TEXT) \
+                              AND p.decided_at >= c.paid_at) \
                FROM charges c LEFT JOIN appointments a ON a.id = c.appointment_id AND a.tenant_id = c.tenant_id \
                WHERE c.tenant_id = $1";
-    /// Id, action, provider reference, status, customer phone, its deposit's appointment status.
-    type Row = (i64, Option<String>, Option<String>, String, String, Option<String>);
+    /// Id, action, provider reference, status, customer phone, its deposit's appointment status,
+    /// whether the customer cancelled that appointment after paying.
+    type Row = (i64, Option<String>, Option<String>, String, String, Option<String>, bool);
     let rows: Vec<Row> = on!(&ctx.db, pool => sqlx::query_as(sql).bind(cast.tenant).fetch_all(pool).await?);
     let mut per_action = HashMap::new();
     for (id, action, ..) in &rows {
@@ -163,7 +170,9 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
     let told = |to: &str, needle: &str| sent.iter().filter(|s| s.to == to && s.text().contains(needle)).count();
     for payment in &payments {
         let id = payment["id"].as_str().unwrap_or_default();
-        let Some((charge, _, _, status, phone, appointment)) = rows.iter().find(|r| r.2.as_deref() == Some(id)) else {
+        let Some((charge, _, _, status, phone, appointment, cancelled_after)) =
+            rows.iter().find(|r| r.2.as_deref() == Some(id))
+        else {
             out.push(format!("payment {id} at the provider is recorded by no charge"));
             continue;
         };
@@ -198,7 +207,10 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
                  and {to_staff}× to the merchant"
             )),
         }
-        if deposit && appointment.as_deref() != Some("confirmed") {
+        ctx.coverage.add("deposit bookings cancelled after payment", u64::from(deposit && *cancelled_after));
+        let kept = appointment.as_deref() == Some("confirmed")
+            || (appointment.as_deref() == Some("cancelled") && *cancelled_after);
+        if deposit && !kept {
             out.push(format!("deposit {charge} paid, its appointment {appointment:?}"));
         }
     }
