@@ -74,6 +74,8 @@ contract!(an_expired_hold_withdraws_its_deposit_at_asaas_once, |db| async move {
     assert_eq!(w.withdraw_due(Utc::now()).await.unwrap(), 0, "withdrawn once");
     assert_eq!(deletes(&fake), 1);
     assert_eq!(fake.payments()[0]["deleted"], true, "nobody can pay it at Asaas any more");
+    let id = fake.payments()[0]["id"].as_str().unwrap().to_owned();
+    assert!(!fake.receive(&id), "the fake takes no payment for it either");
     assert_eq!(status_of(db, &s, charge.id).await, "expired");
 
     // A worker that died after marking the charge but before settling its ledger row left the

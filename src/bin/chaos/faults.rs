@@ -50,6 +50,9 @@ pub enum Fault {
     DuplicateNotification,
     /// A payment notification sent up to two seconds late.
     DelayedNotification,
+    /// The customer tried to pay a charge already withdrawn (its hold ended): the provider took
+    /// nothing.
+    PaidTooLate,
     /// A payment notification sent while the charge's own creation was still unanswered.
     EarlyNotification,
     /// A refund the Pix provider made whose answer never came.

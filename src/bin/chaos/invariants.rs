@@ -154,16 +154,21 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
             out.push(format!("charges {other} and {id} for one action {action}"));
         }
     }
-    // One payment per description at the provider: the merchant's charge is "Servico<run>",
-    // a deposit's names its service and time.
+    // One payment per charge at the provider, by its `externalReference` (the charge's txid):
+    // a description repeats when a slot is held again after its first hold ended.
     let payments = cast.asaas.payments();
-    let mut per_description: HashMap<&str, usize> = HashMap::new();
+    let mut per_charge: HashMap<&str, Vec<&str>> = HashMap::new();
     for payment in &payments {
-        *per_description.entry(payment["description"].as_str().unwrap_or_default()).or_default() += 1;
+        let reference = payment["externalReference"].as_str().unwrap_or_default();
+        per_charge.entry(reference).or_default().push(payment["description"].as_str().unwrap_or_default());
     }
-    for (description, n) in per_description {
-        if n > 1 {
-            out.push(format!("{n} payments at the provider for one charge ({description})"));
+    for (reference, descriptions) in per_charge {
+        if descriptions.len() > 1 {
+            out.push(format!(
+                "{} payments at the provider for one charge {reference} ({})",
+                descriptions.len(),
+                descriptions[0]
+            ));
         }
     }
     let sent = ctx.graph.sent(&cast.number);

@@ -124,6 +124,19 @@ impl FakeAsaas {
     pub(crate) fn seen(&self) -> Vec<Seen> {
         locked(&self.inner).seen.clone()
     }
+    /// The customer pays payment `id`: received, unless it was removed, since Asaas takes no
+    /// payment for a deleted charge. Whether it was received.
+    pub(crate) fn receive(&self, payment_id: &str) -> bool {
+        let mut inner = locked(&self.inner);
+        match inner.payments.iter_mut().find(|p| p["id"] == payment_id && p["deleted"] == false) {
+            Some(payment) => {
+                payment["status"] = json!("RECEIVED");
+                true
+            }
+            None => false,
+        }
+    }
+
     pub(crate) fn update(&self, payment_id: &str, change: Value) {
         let mut inner = locked(&self.inner);
         let payment = inner.payments.iter_mut().find(|p| p["id"] == payment_id).expect("a created payment");

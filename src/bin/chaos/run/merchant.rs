@@ -176,7 +176,11 @@ impl Player<'_> {
     /// The customer pays payment `id` at the provider, which notifies us once or several times
     /// at once, sometimes after a delay.
     pub(super) async fn pay(&self, rng: &mut Rng, id: &str) {
-        self.cast.asaas.update(id, json!({ "status": "RECEIVED" }));
+        // A charge withdrawn meanwhile (its hold cancelled or expired) can no longer be paid.
+        if !self.cast.asaas.receive(id) {
+            self.ctx.faults.add(Fault::PaidTooLate);
+            return;
+        }
         let copies = rng.between(1, 3);
         if copies > 1 {
             self.ctx.faults.add(Fault::DuplicateNotification);
