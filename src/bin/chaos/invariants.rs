@@ -197,6 +197,28 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
             continue;
         }
         let deposit = payment["description"].as_str().is_some_and(|d| d.starts_with("Sinal"));
+        let customer = phone.trim_start_matches('+');
+        // Paid just as its hold ended (the customer cancelled it, or it expired, while the Pix
+        // was on its way): nothing is booked, the money is owed back, and each side is told so.
+        let late = deposit
+            && appointment.as_deref() == Some("cancelled")
+            && matches!(status.as_str(), "refund_due" | "partially_refunded" | "refunded");
+        if late {
+            ctx.coverage.add("deposits paid after their hold ended", 1);
+            let staff_told = sent
+                .iter()
+                .filter(|s| s.to == cast.staff && s.text().contains(&format!("(cobrança nº {charge})")))
+                .filter(|s| s.text().contains("depois que a pré-reserva deixou de valer"))
+                .count();
+            let customer_told = told(customer, "mas a pré-reserva");
+            if (customer_told, staff_told) != (1, 1) {
+                out.push(format!(
+                    "deposit {charge} paid after its hold ended: told {customer_told}× to the customer and \
+                     {staff_told}× to the merchant"
+                ));
+            }
+            continue;
+        }
         let (what, to_customer, to_staff) = if deposit {
             ("deposits paid", "Recebemos o sinal", "Sinal pago")
         } else {
@@ -204,7 +226,6 @@ async fn charges(ctx: &Ctx, cast: &Cast, out: &mut Vec<String>) -> anyhow::Resul
         };
         let paid_here = matches!(status.as_str(), "paid" | "partially_refunded" | "refunded");
         ctx.coverage.add(what, u64::from(paid_here));
-        let customer = phone.trim_start_matches('+');
         match (status.as_str(), told(customer, to_customer), told(&cast.staff, to_staff)) {
             (_, 1, 1) if paid_here => {}
             (status, to_customer, to_staff) => out.push(format!(
