@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::future::join_all;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -106,8 +105,20 @@ impl GroupCommit {
             }
             return results;
         }
-        // Polled in order, so they enter their writers' queues (first come, first served) in order.
-        join_all(writes.into_iter().map(|write| self.write(write))).await
+        // Enqueued one after another, so they enter their writers' queues in arrival order even
+        // when a queue is full and some wait for room; then answered together.
+        let mut answers = Vec::with_capacity(writes.len());
+        for write in writes {
+            answers.push(self.enqueue(write).await);
+        }
+        let mut results = Vec::with_capacity(answers.len());
+        for answer in answers {
+            results.push(match answer {
+                Ok(answered) => answered.await.map_err(|_| stopped()).and_then(|r| r),
+                Err(e) => Err(e),
+            });
+        }
+        results
     }
 
     /// Stores `write`; returns once it is committed (or could not be).
@@ -116,12 +127,17 @@ impl GroupCommit {
             self.metrics.intake_batch_size.observe(1.0);
             return self.store.write_intake(&write, &self.timing, Utc::now()).await;
         }
+        self.enqueue(write).await?.await.map_err(|_| stopped())?
+    }
+
+    /// Puts `write` in its writer's queue (waiting for room); the receiver gets its result.
+    async fn enqueue(&self, write: IntakeWrite) -> StoreResult<oneshot::Receiver<StoreResult<Written>>> {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         lock_order(&write).hash(&mut hasher);
         let queue = &self.queues[(hasher.finish() % self.queues.len() as u64) as usize];
         let (answer, answered) = oneshot::channel();
         queue.send(Queued { write, answer }).await.map_err(|_| stopped())?;
-        answered.await.map_err(|_| stopped())?
+        Ok(answered)
     }
 }
 
