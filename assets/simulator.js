@@ -41,9 +41,10 @@
     return "/simulator/api/tenants/" + encodeURIComponent(chat.slug) + path;
   }
 
+  // R$ 1.234,56, as the bot writes it.
   function brl(cents) {
-    const value = Number(cents) / 100;
-    return "R$ " + value.toFixed(2).replace(".", ",");
+    const [reais, centavos] = (Number(cents) / 100).toFixed(2).split(".");
+    return "R$ " + reais.replace(/\B(?=(\d{3})+(?!\d))/g, ".") + "," + centavos;
   }
 
   function scrollDown() {
@@ -207,6 +208,8 @@
           choices.appendChild(replyButton("reply", payload, payload, "quick_reply", context));
         }
         bubble.appendChild(choices);
+        // A charge sent as the template: it can be paid here too (sandbox).
+        if (event.charge) markPaid(bubble, event.charge);
         break;
       case "qr_image":
         bubble.appendChild(qrImage(m.payload));
@@ -231,17 +234,50 @@
     scrollDown();
   }
 
+  // Any way a Brazilian writes a number: "+55 11 97777-6666", "(11) 97777-6666", "11977776666",
+  // "5511977776666". Returns "+55…" digits, or null when it cannot be a WhatsApp number.
+  function normalizePhone(raw) {
+    const compact = raw.trim().replace(/[\s().\-]/g, "");
+    if (/^\+\d{8,15}$/.test(compact)) return compact;
+    if (/^\d{10,11}$/.test(compact)) return "+55" + compact;
+    if (/^55\d{10,11}$/.test(compact)) return "+" + compact;
+    return null;
+  }
+
   function open() {
     if (source) source.close();
-    const from = fromInput.value.trim();
+    const from = normalizePhone(fromInput.value);
+    if (!from) {
+      statusLine.textContent = "";
+      showError("Número inválido: escreva o DDD e o número, por exemplo 11 90000-0001.");
+      return;
+    }
+    fromInput.value = from;
     const slug = tenantSelect.value;
     chat = { slug: slug, from: from, name: nameInput.value.trim(), key: slug + "|" + from.replace(/\D/g, "") };
     lastId = 0;
     messages.replaceChildren();
-    replayAfter(0);
     const option = tenantSelect.selectedOptions[0];
     $("#chat-title").textContent = (option ? option.textContent : slug) + " · " + from;
     statusLine.textContent = "conectando…";
+    // What this phone sent (kept by the server, so a reload shows both sides), then the replies.
+    const opened = chat;
+    fetch(api("/sent?wa_id=" + encodeURIComponent(from)), { credentials: "same-origin" })
+      .then((r) => (r.ok ? r.json() : { sent: [] }))
+      .then((body) => {
+        if (chat !== opened) return;
+        const said = (m) => m.text || (m.kind === "audio" ? "🎤 Áudio" : "[" + m.kind + "]");
+        sent.set(chat.key, body.sent.map((m) => ({ after: m.after, text: said(m) })));
+      })
+      .catch(() => {})
+      .finally(() => {
+        if (chat !== opened) return;
+        replayAfter(0);
+        connect(from);
+      });
+  }
+
+  function connect(from) {
     const url = api("/events?wa_id=" + encodeURIComponent(from) + "&after=0");
     source = new EventSource(url, { withCredentials: true });
     source.addEventListener("open", () => {

@@ -32,7 +32,7 @@ enum Command {
         #[arg(long, default_value = "+5511900000001")]
         from: String,
         /// The customer's WhatsApp profile name.
-        #[arg(long, default_value = "Cliente de Teste")]
+        #[arg(long, default_value = balcao::simulator::chat::DEFAULT_NAME)]
         name: String,
         /// The server's base URL (default: from BALCAO_ADDR).
         #[arg(long)]
@@ -82,8 +82,55 @@ enum AdminCommand {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed for a person (see [`report`]), exit code 1.
+fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{}", report(&e, std::env::var_os("BALCAO_DEBUG").is_some_and(|v| v != "0")));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error for a person: each cause once, in order ("error: … \n  because: …"), without the
+/// sentences a wrapper repeats from its cause; the backtrace only when asked
+/// (`BALCAO_DEBUG=1`), whatever `RUST_BACKTRACE` says.
+fn report(error: &anyhow::Error, debug: bool) -> String {
+    if debug {
+        return format!("error: {error:?}");
+    }
+    let mut causes: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        // A cause whose words its wrapper already said adds nothing.
+        if causes.last().is_some_and(|previous| previous.contains(&text)) || text.trim().is_empty() {
+            continue;
+        }
+        // A wrapper that quotes its cause whole is replaced by the cause's shorter words.
+        if let Some(previous) = causes.last_mut()
+            && text.contains(previous.as_str())
+        {
+            *previous = text;
+            continue;
+        }
+        causes.push(text);
+    }
+    let mut out = format!("error: {}", causes.first().map_or("unknown error", String::as_str));
+    for cause in causes.iter().skip(1) {
+        out.push_str(&format!("\n  because: {cause}"));
+    }
+    out
+}
+
+async fn run() -> anyhow::Result<()> {
     // A missing .env is normal; a malformed one is not.
     if let Err(e) = dotenvy::dotenv()
         && !e.not_found()
@@ -127,7 +174,10 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Chat { tenant, from, name, url } => {
-            balcao::domain::PhoneE164::parse(&from).context("--from must be a phone number like +5511900000001")?;
+            let from = balcao::domain::PhoneE164::parse(&from)
+                .context("--from precisa ser um número de WhatsApp, como +5511900000001")?
+                .as_str()
+                .to_owned();
             let session = balcao::simulator::chat::ChatSession {
                 url: url.unwrap_or_else(|| format!("http://{}", config.addr)),
                 slug: tenant,
@@ -218,13 +268,23 @@ async fn seed_example(store: &Store) -> anyhow::Result<Option<String>> {
     Ok(Some(spec.slug))
 }
 
+/// How this binary was launched, to repeat in hints: `cargo run --release --` under cargo, else
+/// the path it was started by (`./target/release/balcao`, `balcao`).
+fn launched_as() -> String {
+    if std::env::var_os("CARGO_PKG_NAME").is_some() {
+        return "cargo run --release --".to_owned();
+    }
+    std::env::args().next().unwrap_or_else(|| "balcao".to_owned())
+}
+
 /// The simulator's address comes first: it is what a developer opens.
 fn print_local_banner(addr: std::net::SocketAddr, seeded: Option<&str>) {
     let slug = seeded.unwrap_or("barbearia-do-ze");
+    let balcao = launched_as();
     println!("Simulator: http://{addr}/simulator?tenant={slug}");
     println!(
         "Console:   http://{addr}/admin (make yourself an admin first: \
-         cargo run --release -- admin add you@example.com --tenant {slug})\n"
+         {balcao} admin add you@example.com --tenant {slug})\n"
     );
     if let Some(slug) = seeded {
         println!("No tenant yet: applied the example business ({slug}) from tenants/example.toml.");
@@ -235,8 +295,8 @@ fn print_local_banner(addr: std::net::SocketAddr, seeded: Option<&str>) {
          \x20 the staff menu, Nova cobrança sends a Pix charge once you tap Confirmar, and\n\
          \x20 \"Marcar como pago\" pays it (sandbox gateway).\n\
          \n  From the terminal:\n\
-         \x20 Be a customer:   cargo run --release -- chat --tenant {slug}\n\
-         \x20 Be the business: cargo run --release -- chat --tenant {slug} --from +5511988887777\n\
+         \x20 Be a customer:   {balcao} chat --tenant {slug}\n\
+         \x20 Be the business: {balcao} chat --tenant {slug} --from +5511988887777\n\
          \x20 (/pago N marks charge N paid)\n"
     );
 }
@@ -282,4 +342,21 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    #[test]
+    fn a_cause_is_named_once() {
+        let root = anyhow::anyhow!("connection refused (os error 111)");
+        let wrapped = root.context("error connecting to the server: connection refused (os error 111)");
+        let e = wrapped.context("failed to open the database at postgres://127.0.0.1/x");
+        assert_eq!(
+            report(&e, false),
+            "error: failed to open the database at postgres://127.0.0.1/x\n  because: error connecting to the server: connection refused (os error 111)"
+        );
+        assert!(!report(&e, false).contains("Stack backtrace"));
+    }
 }

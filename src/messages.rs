@@ -92,6 +92,13 @@ pub enum GuidedText<'a> {
     },
     CancelButton,
     Problem,
+    /// The answer to "obrigado", "ok".
+    YoureWelcome,
+    /// Free text the menu cannot place (a first message often is: it greets too).
+    NotUnderstood {
+        business: &'a str,
+        customer: Option<&'a str>,
+    },
 }
 
 /// The pt-BR text of a guided message.
@@ -173,17 +180,55 @@ impl ChargeVia {
 pub enum ActionText<'a> {
     ConfirmButton,
     DeclineButton,
+    /// A cancellation's buttons: what each does, not "Confirmar / Cancelar".
+    CancelYes,
+    CancelNo,
+    /// The buttons under a booking's, a move's or a cancellation's confirmation.
+    AfterMine,
+    AfterBook,
     AttendYes,
     AttendNo,
-    OfferCancellation { service: &'a str, when: &'a str },
-    OfferBooking { service: &'a str, professional: &'a str, when: &'a str },
-    OfferCharge { amount: &'a str, customer: &'a str, description: &'a str },
-    OfferAttendance { business: &'a str, service: &'a str, when: &'a str },
-    Cancelled { when: &'a str },
-    Booked { service: &'a str, professional: &'a str, when: &'a str },
-    Moved { when: &'a str },
-    ChargeSent { number: i64, amount: &'a str, customer: &'a str, via: ChargeVia },
-    AttendanceConfirmed { when: &'a str },
+    OfferCancellation {
+        service: &'a str,
+        when: &'a str,
+    },
+    OfferBooking {
+        service: &'a str,
+        professional: &'a str,
+        when: &'a str,
+    },
+    OfferCharge {
+        amount: &'a str,
+        customer: &'a str,
+        description: &'a str,
+        /// The customer has not written in 24 hours: it will go as the approved template.
+        as_template: bool,
+    },
+    OfferAttendance {
+        business: &'a str,
+        service: &'a str,
+        when: &'a str,
+    },
+    Cancelled {
+        when: &'a str,
+    },
+    Booked {
+        service: &'a str,
+        professional: &'a str,
+        when: &'a str,
+    },
+    Moved {
+        when: &'a str,
+    },
+    ChargeSent {
+        number: i64,
+        amount: &'a str,
+        customer: &'a str,
+        via: ChargeVia,
+    },
+    AttendanceConfirmed {
+        when: &'a str,
+    },
     Declined,
     AlreadyConfirmed,
     AlreadyDeclined,
@@ -191,20 +236,43 @@ pub enum ActionText<'a> {
     Superseded,
     NotAllowed,
     Unknown,
-    Failed { reason: &'a str },
+    Failed {
+        reason: &'a str,
+    },
     NoLongerAvailable,
     CustomerBusy,
     AlreadyStarted,
     NotActive,
-    ProviderRefused { reason: &'a str },
+    ProviderRefused {
+        reason: &'a str,
+    },
     FailedGeneric,
-    ExpiredNotice { what: &'a str },
-    ChargeToCustomer { business: &'a str, amount: &'a str, description: &'a str },
-    QrCaption { amount: &'a str },
-    PaidCustomer { amount: &'a str, description: &'a str },
-    PaidMerchant { amount: &'a str, customer: &'a str, description: &'a str },
+    ExpiredNotice {
+        what: &'a str,
+    },
+    ChargeToCustomer {
+        business: &'a str,
+        amount: &'a str,
+        description: &'a str,
+    },
+    QrCaption {
+        amount: &'a str,
+    },
+    PaidCustomer {
+        amount: &'a str,
+        description: &'a str,
+    },
+    PaidMerchant {
+        amount: &'a str,
+        customer: &'a str,
+        description: &'a str,
+    },
     PixNotConfigured,
-    LatePayment { number: i64, amount: &'a str, customer: &'a str },
+    LatePayment {
+        number: i64,
+        amount: &'a str,
+        customer: &'a str,
+    },
     OutsideWindow,
     PayerDocumentRequired,
 }
@@ -280,6 +348,15 @@ pub struct Merchant<'a> {
     pub text: MerchantText<'a>,
 }
 
+/// Why a typed amount was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmountProblem {
+    Zero,
+    /// Over `Cents::MAX`.
+    TooLarge,
+    Unreadable,
+}
+
 pub enum MerchantText<'a> {
     Menu {
         business: &'a str,
@@ -315,9 +392,20 @@ pub enum MerchantText<'a> {
     },
     AskAmount,
     AskPhone,
+    /// "Nova cobrança" with customers who wrote lately to pick from.
+    AskPhoneOrPick,
+    RecentButton,
+    /// A recent customer's row: their number and when they last wrote.
+    RecentCustomer {
+        number: &'a str,
+        when: &'a str,
+    },
     AskDocument,
     AskDescription,
-    InvalidAmount,
+    /// An amount typed into a form that cannot be charged: why.
+    InvalidAmount {
+        problem: AmountProblem,
+    },
     InvalidPhone,
     InvalidDocument,
     InvalidDescription,

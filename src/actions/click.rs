@@ -19,13 +19,14 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::{ActionId, ActionKind, ActionStatus, ClickId, ConfirmedVia, Decision, PendingAction, Proposer};
+use crate::domain::{MENU_BOOK, MENU_MINE};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::{CallContext, Executor, Outcome, Tool, ToolCall, ToolFailure};
 use crate::messages::{
     ActionText, ChargeVia, DepositText, RefundText, action_text, deposit_text, refund_text, when_at,
 };
 use crate::store::{ActionStore, Decider, OutboxKey, Store, TenantStore};
-use crate::whatsapp::OutboundMessage;
+use crate::whatsapp::{OutboundMessage, ReplyButton};
 
 /// What a click (or a typed confirmation) came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -310,7 +311,20 @@ impl TurnHandler for ClickHandler {
         };
         tracing::info!(outcome = what, "click handled");
         let Some(text) = answer(&outcome, turn.tenant.timezone)? else { return Ok(()) };
-        let message = OutboundMessage::text(text)?;
+        let message = match &outcome {
+            // A customer's booking changed: where they go next, one tap away.
+            ClickOutcome::Executed {
+                kind: ActionKind::Booking | ActionKind::Move | ActionKind::Cancellation, ..
+            } if !self.proposer.store.is_staff(turn.tenant.id, turn.contact.wa_id.as_ref()).await? => {
+                let button = |id: &str, label| -> anyhow::Result<ReplyButton> {
+                    Ok(ReplyButton { id: id.to_owned(), title: action_text(label)? })
+                };
+                let buttons =
+                    vec![button(MENU_MINE, ActionText::AfterMine)?, button(MENU_BOOK, ActionText::AfterBook)?];
+                OutboundMessage::buttons(text, None, buttons)?
+            }
+            _ => OutboundMessage::text(text)?,
+        };
         let replier = &self.proposer.replier;
         match (&outcome, clicked(turn)) {
             // An action's outcome is told once, whichever click finds it carried out: the

@@ -44,6 +44,7 @@ impl Proposal {
 pub fn offer_message(id: ActionId, kind: ActionKind, text: &str) -> anyhow::Result<OutboundMessage> {
     let (yes, no) = match kind {
         ActionKind::Attendance => (ActionText::AttendYes, ActionText::AttendNo),
+        ActionKind::Cancellation => (ActionText::CancelYes, ActionText::CancelNo),
         _ => (ActionText::ConfirmButton, ActionText::DeclineButton),
     };
     let button = |decision, label| -> anyhow::Result<ReplyButton> {

@@ -126,14 +126,14 @@ impl ServiceSpec {
         let deposit = match raw.trim().strip_suffix('%') {
             Some(percent) => {
                 // Parsed like money so "12.5%" reads as 1250 hundredths of a percent.
-                let hundredths = Cents::parse_brl(percent)
+                let hundredths = Cents::parse_decimal(percent)
                     .ok()
                     .filter(|p| p.0 > 0 && p.0 <= 100 * 100)
                     .ok_or_else(|| format!("deposit {raw:?} must be a percentage between 0% and 100%, like \"30%\""))?;
                 // price (≤ 10^9) × hundredths (≤ 10^4) fits in i64; rounded half up to the cent.
                 Cents((price.0 * hundredths.0 + 5_000) / 10_000)
             }
-            None => Cents::parse_brl(raw).map_err(|e| format!("deposit: {e}, or a percentage like \"30%\""))?,
+            None => Cents::parse_decimal(raw).map_err(|e| format!("deposit: {e}, or a percentage like \"30%\""))?,
         };
         if deposit.0 <= 0 {
             return Err(format!("deposit {raw:?} comes to {deposit}; it must be more than zero"));

@@ -5,6 +5,11 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+/// The guided menu's entry points, which other screens (a booking's confirmation) offer too:
+/// "Agendar" (the services) and "Meus horários" (the customer's bookings).
+pub const MENU_BOOK: &str = "g:book";
+pub const MENU_MINE: &str = "g:mine";
+
 /// A pending action's id: random, so it cannot be guessed from anything the customer sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]

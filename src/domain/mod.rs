@@ -16,7 +16,7 @@ mod time;
 mod totp;
 mod window;
 
-pub use click::{ActionId, ClickId, Decision};
+pub use click::{ActionId, ClickId, Decision, MENU_BOOK, MENU_MINE};
 pub use document::{DocumentError, DocumentKind, PayerDocument};
 pub use ids::{ContactId, ConversationId, JobId, OutboundId, TenantId};
 pub use ledger_key::LedgerKey;

@@ -78,6 +78,7 @@ pub fn router(state: AppState) -> Router {
     let sessions = crate::http::console::session_layer(state.store.clone(), state.secure_cookies);
     Router::new()
         .merge(crate::http::console::router(state.clone()))
+        .route("/", get(home))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
@@ -97,6 +98,12 @@ pub fn router(state: AppState) -> Router {
             tracing::debug_span!("request", method = %request.method(), path = %loggable_path(request.uri().path()))
         }))
         .with_state(state)
+}
+
+/// `/`: where a person starts. The simulator when it is open to anyone (local mode), else the
+/// merchant console (its login when needed).
+async fn home(axum::extract::State(state): axum::extract::State<AppState>) -> axum::response::Redirect {
+    axum::response::Redirect::to(if state.simulator_open { "/simulator" } else { "/admin" })
 }
 
 /// The path as logs may show it: a Pix callback's secret segment (`/webhooks/pix/{tenant}/

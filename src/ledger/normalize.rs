@@ -163,7 +163,7 @@ fn parse_cents(value: &Value) -> Result<Cents, NormalizeError> {
         Value::String(s) => s.clone(),
         other => return Err(NormalizeError(format!("{other} is not an amount in reais"))),
     };
-    Cents::parse_brl(&text).map_err(|e| NormalizeError(e.to_string()))
+    Cents::parse_decimal(&text).map_err(|e| NormalizeError(e.to_string()))
 }
 
 #[cfg(test)]

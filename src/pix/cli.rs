@@ -69,7 +69,7 @@ pub fn run(command: &PixCommand) -> Result<String, String> {
                 key: PixKey::parse(kind, key).map_err(|e| e.to_string())?,
                 merchant_name: name.clone(),
                 merchant_city: city.clone(),
-                amount: amount.as_deref().map(Cents::parse_brl).transpose().map_err(|e| e.to_string())?,
+                amount: amount.as_deref().map(Cents::parse_decimal).transpose().map_err(|e| e.to_string())?,
                 txid: txid.as_deref().map(Txid::parse).transpose().map_err(|e| e.to_string())?,
                 description: description.clone(),
             };

@@ -11,16 +11,21 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::domain::Secret;
+use crate::domain::{PhoneE164, Secret};
 use crate::simulator::payload::{self, Content, Reply, ReplyKind};
 use crate::whatsapp::OutboundMessage;
 use crate::whatsapp::signature::sign;
 
-/// How long to wait for the bot after a message: debounce plus a model turn.
+/// The longest wait for the bot after a message: debounce plus a slow model turn. A line that
+/// gets no answer returns as soon as nothing is left to run.
 const REPLY_WAIT: Duration = Duration::from_secs(60);
 /// Replies that arrive this soon after the last one belong to the same answer.
 const SETTLE: Duration = Duration::from_millis(700);
+const POLL: Duration = Duration::from_millis(200);
+/// `--name`'s default: a customer's profile name.
+pub const DEFAULT_NAME: &str = "Cliente de Teste";
 
+#[derive(Clone)]
 pub struct ChatSession {
     pub url: String,
     pub slug: String,
@@ -54,63 +59,99 @@ impl ChatSession {
         }
     }
 
-    pub async fn run(&self, input: impl BufRead, mut out: impl Write) -> anyhow::Result<()> {
+    /// The tenant as the simulator API describes it, or an error a person can act on.
+    async fn tenant(&self, http: &reqwest::Client) -> anyhow::Result<Value> {
+        let response =
+            self.get(http, &format!("/simulator/api/tenants/{}", self.slug)).send().await.with_context(|| {
+                format!("não consegui falar com o servidor em {}: o `balcao` está rodando?", self.url)
+            })?;
+        let status = response.status();
+        if status.as_u16() == 404 {
+            bail!(
+                "não existe loja {:?} neste servidor: use o slug do arquivo da loja (por exemplo tenants/example.toml)",
+                self.slug
+            );
+        }
+        if status.as_u16() == 401 || status.as_u16() == 403 {
+            let why = response.text().await.unwrap_or_default();
+            bail!(
+                "o servidor recusou o simulador ({status}{}). Fora do modo local, defina BALCAO_ADMIN_TOKEN igual ao do \
+                 servidor; ele só atende lojas de teste",
+                if why.is_empty() { String::new() } else { format!(": {why}") }
+            );
+        }
+        if !status.is_success() {
+            bail!("o servidor respondeu {status} ao procurar a loja {:?}", self.slug);
+        }
+        Ok(response.json().await?)
+    }
+
+    /// Reads lines from `input` until it ends, showing a prompt before each and the bot's
+    /// answers after; a line that gets no answer says so as soon as nothing is left to run.
+    pub async fn run(&self, mut input: impl BufRead, mut out: impl Write) -> anyhow::Result<()> {
         let http = reqwest::Client::new();
         let wa_id = self.from.trim_start_matches('+').to_owned();
-        let tenant: Value = self
-            .get(&http, &format!("/simulator/api/tenants/{}", self.slug))
-            .send()
-            .await
-            .context("failed to reach the server; is `balcao` running?")?
-            .error_for_status()
-            .context("the server refused the simulator API (set BALCAO_ADMIN_TOKEN when WhatsApp sending is on)")?
-            .json()
-            .await?;
-        let phone_number_id = tenant["phone_number_id"].as_str().context("no phone_number_id")?.to_owned();
-        writeln!(
-            out,
-            "Conversando com {} como {} ({}). Ctrl-D para sair.",
-            tenant["name"].as_str().unwrap_or("?"),
-            self.name,
-            self.from
-        )?;
+        let tenant = self.tenant(&http).await?;
+        let phone_number_id = tenant["phone_number_id"].as_str().context("o servidor não disse o número da loja")?;
+        let business = tenant["name"].as_str().unwrap_or("?");
+        // With or without a Brazilian mobile's ninth digit, as the server matches staff.
+        let me = PhoneE164::parse(&self.from).ok();
+        let staff = tenant["staff"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| PhoneE164::parse(p.as_str()?).ok())
+            .any(|p| me.as_ref().is_some_and(|me| p.same_person(me)));
+        // The staff side is the business itself, whatever profile name a customer would have.
+        let name = if staff && self.name == DEFAULT_NAME { business } else { self.name.as_str() };
+        let (who, prompt) = if staff { ("equipe", "equipe> ") } else { (name, "você> ") };
+        writeln!(out, "Conversando com {business} como {who} ({}). Ctrl-D para sair.", self.from)?;
         let mut seen = self.latest(&http, &wa_id).await?;
         let mut choices: Vec<Choice> = Vec::new();
-        for (n, line) in input.lines().enumerate() {
-            let line = line?;
-            let line = line.trim();
-            if line.is_empty() {
+        let mut line = String::new();
+        for n in 0.. {
+            write!(out, "{prompt}")?;
+            out.flush()?;
+            line.clear();
+            if input.read_line(&mut line)? == 0 {
+                writeln!(out)?;
+                break;
+            }
+            let text = line.trim();
+            if text.is_empty() {
                 continue;
             }
-            if let Some(number) = line.strip_prefix("/pago") {
-                self.mark_paid(&http, number.trim(), &mut out).await?;
-                let (replies, last) = self.wait_for_replies(&http, &wa_id, seen).await?;
-                seen = last;
-                for reply in replies {
-                    render(&reply, &mut choices, &mut out)?;
+            if let Some(number) = text.strip_prefix("/pago") {
+                if !self.mark_paid(&http, number.trim(), &mut out).await? {
+                    continue;
                 }
-                continue;
-            }
-            let wamid = format!("wamid.chat.{}.{n}.{}", std::process::id(), uuid::Uuid::new_v4().simple());
-            let timestamp = chrono::Utc::now().timestamp();
-            let message = match line.parse::<usize>().ok().and_then(|i| choices.get(i.wrapping_sub(1))) {
-                Some(c) => c.message(&wa_id, &wamid, timestamp),
-                None => payload::message(&wa_id, &wamid, timestamp, &Content::Text(line.to_owned())),
-            };
-            let body = serde_json::to_vec(&payload::envelope(&phone_number_id, &wa_id, &self.name, message))?;
-            let status = http
-                .post(format!("{}/webhooks/whatsapp", self.url))
-                .header("content-type", "application/json")
-                .header("x-hub-signature-256", sign(self.secret.expose().as_bytes(), &body))
-                .body(body)
-                .send()
-                .await?
-                .status();
-            if !status.is_success() {
-                bail!("the webhook answered {status}; does WHATSAPP_APP_SECRET match the server's?");
+            } else {
+                let wamid = format!("wamid.chat.{}.{n}.{}", std::process::id(), uuid::Uuid::new_v4().simple());
+                let timestamp = chrono::Utc::now().timestamp();
+                let message = match text.parse::<usize>().ok().and_then(|i| choices.get(i.wrapping_sub(1))) {
+                    Some(c) => c.message(&wa_id, &wamid, timestamp),
+                    None => payload::message(&wa_id, &wamid, timestamp, &Content::Text(text.to_owned())),
+                };
+                let body = serde_json::to_vec(&payload::envelope(phone_number_id, &wa_id, name, message))?;
+                let status = http
+                    .post(format!("{}/webhooks/whatsapp", self.url))
+                    .header("content-type", "application/json")
+                    .header("x-hub-signature-256", sign(self.secret.expose().as_bytes(), &body))
+                    .body(body)
+                    .send()
+                    .await
+                    .with_context(|| format!("não consegui falar com o servidor em {}", self.url))?
+                    .status();
+                if !status.is_success() {
+                    bail!("o webhook respondeu {status}: o WHATSAPP_APP_SECRET daqui é o mesmo do servidor?");
+                }
             }
             let (replies, last) = self.wait_for_replies(&http, &wa_id, seen).await?;
             seen = last;
+            if replies.is_empty() {
+                writeln!(out, "(sem resposta)")?;
+                continue;
+            }
             choices.clear();
             for reply in replies {
                 render(&reply, &mut choices, &mut out)?;
@@ -121,10 +162,11 @@ impl ChatSession {
 
     /// `/pago N`: marks sandbox charge N paid, through the simulator API (the same paid path a
     /// provider's notification takes).
-    async fn mark_paid(&self, http: &reqwest::Client, number: &str, out: &mut impl Write) -> anyhow::Result<()> {
+    /// Whether the charge moved (answers may follow).
+    async fn mark_paid(&self, http: &reqwest::Client, number: &str, out: &mut impl Write) -> anyhow::Result<bool> {
         let Ok(id) = number.parse::<i64>() else {
             writeln!(out, "uso: /pago NÚMERO (o nº da cobrança)")?;
-            return Ok(());
+            return Ok(false);
         };
         let request = http
             .post(format!("{}/simulator/api/tenants/{}/charges/{id}/paid", self.url, self.slug))
@@ -135,21 +177,27 @@ impl ChatSession {
         };
         let response = request.send().await?;
         if !response.status().is_success() {
-            writeln!(out, "não foi possível: {}", response.text().await.unwrap_or_default())?;
-            return Ok(());
+            let why = match response.status().as_u16() {
+                404 => "não existe".to_owned(),
+                _ => response.text().await.unwrap_or_default(),
+            };
+            writeln!(out, "[cobrança nº {id}: não foi possível marcar como paga: {why}]")?;
+            return Ok(false);
         }
         let answer: Value = response.json().await?;
-        let text = if answer["paid"] == true { "marcada como paga" } else { "não estava pendente; nada mudou" };
+        let paid = answer["paid"] == true;
+        let text = if paid { "marcada como paga" } else { "não estava pendente; nada mudou" };
         writeln!(out, "[cobrança nº {id} {text}]")?;
-        Ok(())
+        Ok(paid)
     }
 
+    /// The messages to `wa_id` after `after`, and whether a turn may still add some.
     async fn outbox(
         &self,
         http: &reqwest::Client,
         wa_id: &str,
         after: i64,
-    ) -> anyhow::Result<Vec<(i64, OutboundMessage)>> {
+    ) -> anyhow::Result<(Vec<(i64, OutboundMessage)>, bool)> {
         let v: Value = self
             .get(http, &format!("/simulator/api/tenants/{}/outbox?wa_id={wa_id}&after={after}", self.slug))
             .send()
@@ -157,16 +205,17 @@ impl ChatSession {
             .error_for_status()?
             .json()
             .await?;
-        Ok(v["messages"]
+        let messages = v["messages"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|m| Some((m["id"].as_i64()?, serde_json::from_value(m["message"].clone()).ok()?)))
-            .collect())
+            .collect();
+        Ok((messages, v["pending"] != false))
     }
 
     async fn latest(&self, http: &reqwest::Client, wa_id: &str) -> anyhow::Result<i64> {
-        Ok(self.outbox(http, wa_id, 0).await?.last().map(|(id, _)| *id).unwrap_or(0))
+        Ok(self.outbox(http, wa_id, 0).await?.0.last().map(|(id, _)| *id).unwrap_or(0))
     }
 
     async fn wait_for_replies(
@@ -180,14 +229,16 @@ impl ChatSession {
         let mut last_arrival = None;
         while started.elapsed() < REPLY_WAIT {
             let from = got.last().map(|(id, _)| *id).unwrap_or(after);
-            let new = self.outbox(http, wa_id, from).await?;
+            let (new, pending) = self.outbox(http, wa_id, from).await?;
             if !new.is_empty() {
                 last_arrival = Some(Instant::now());
                 got.extend(new);
-            } else if last_arrival.is_some_and(|t| t.elapsed() > SETTLE) {
+            } else if !pending && last_arrival.unwrap_or(started).elapsed() > SETTLE {
+                // Nothing left to run, and nothing came for a moment: the answer is complete
+                // (or there is none: a handoff, a reaction, a payment told to someone else).
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(POLL).await;
         }
         let last = got.last().map(|(id, _)| *id).unwrap_or(after);
         Ok((got.into_iter().map(|(_, m)| m).collect(), last))

@@ -110,6 +110,23 @@ pub trait ChargeStore {
         tenant: TenantId,
         conversation: ConversationId,
     ) -> StoreResult<Option<DateTime<Utc>>>;
+    /// The contacts with a number who wrote since `since`, the latest first: whom a new charge
+    /// is most likely for.
+    async fn recent_customers(
+        &self,
+        tenant: TenantId,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<RecentCustomer>>;
+}
+
+/// A contact who wrote lately, as the staff's "Nova cobrança" offers them.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RecentCustomer {
+    /// Digits, as WhatsApp reports them.
+    pub wa_id: String,
+    pub profile_name: Option<String>,
+    pub last_at: DateTime<Utc>,
 }
 
 impl ChargeStore for Store {
@@ -326,6 +343,31 @@ impl ChargeStore for Store {
             ))
             .bind(tenant.0)
             .bind(status)
+            .bind(since)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?)
+    }
+
+    async fn recent_customers(
+        &self,
+        tenant: TenantId,
+        since: DateTime<Utc>,
+        limit: i64,
+    ) -> StoreResult<Vec<RecentCustomer>> {
+        Ok(reading!(self, pool => {
+            sqlx::query_as(
+                "SELECT c.wa_id, c.profile_name, MAX(m.received_at) AS last_at
+                 FROM inbound_messages m
+                 JOIN conversations v ON v.id = m.conversation_id AND v.tenant_id = m.tenant_id
+                 JOIN contacts c ON c.id = v.contact_id AND c.tenant_id = v.tenant_id
+                 WHERE m.tenant_id = $1 AND m.received_at >= $2 AND c.wa_id IS NOT NULL
+                 GROUP BY c.id, c.wa_id, c.profile_name
+                 ORDER BY last_at DESC
+                 LIMIT $3",
+            )
+            .bind(tenant.0)
             .bind(since)
             .bind(limit)
             .fetch_all(pool)

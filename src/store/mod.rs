@@ -71,7 +71,7 @@ pub use admins::{AdminRecord, AdminStore, TenantRef};
 pub use agenda::AgendaStore;
 pub use appointments::{BookingError, BookingStore, Hold, Move, NewAppointment, SettleWith};
 pub use catalog::CatalogStore;
-pub use charges::{ChargeStore, NewCharge};
+pub use charges::{ChargeStore, NewCharge, RecentCustomer};
 pub use console::agenda::{ActionEntry, AgendaEntry, AppointmentDetail, ConsoleAgendaStore, LedgerEntry};
 pub use console::conversations::{
     ActionRow, ChargeRow, ConversationSummary, ConversationVersion, ConversationViewStore, InboundRow, TurnRow,
@@ -98,7 +98,7 @@ pub use privacy::{
 pub use queue::{ClaimedJob, FailOutcome, JobKind, JobSnapshot, JobState, Lease, TurnTiming};
 pub use received::{ContactUpsert, ConversationContact, ConversationRef, InboundMessage, IntakeWrite, Written};
 pub use refunds::{NewRefund, RefundStore, Reserved};
-pub use simulator::SimulatorStore;
+pub use simulator::{SentMessage, SimulatorStore};
 pub use tenants::TenantStore;
 
 use crate::domain::DatabaseUrl;
@@ -185,6 +185,16 @@ pub struct Store {
     sqlite_commits: Arc<AtomicU64>,
     /// Repeats of ledger rows not yet written (see `replays`).
     replays: Arc<replays::ReplayTally>,
+}
+
+/// Whether a failed connection may succeed in a moment: nothing listening yet, or PostgreSQL
+/// still starting up (SQLSTATE 57P03, "the database system is starting up").
+fn starting(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+        sqlx::Error::Database(db) => db.code().as_deref() == Some("57P03"),
+        _ => false,
+    }
 }
 
 /// How far the database's clock is ahead of this server's. Leases are compared across server
@@ -308,6 +318,25 @@ impl Store {
     }
 
     pub async fn connect_postgres(options: PgConnectOptions, max_connections: u32) -> StoreResult<Self> {
+        // One connection first: a pool that cannot connect says only "pool timed out", one
+        // connection says why ("connection refused", a wrong password, no such database). A
+        // database still starting (refused, or "starting up") is tried again, as the pool would,
+        // until the same timeout; then its last error is the one reported.
+        let deadline = tokio::time::Instant::now() + ACQUIRE_TIMEOUT;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            match <sqlx::PgConnection as sqlx::Connection>::connect_with(&options).await {
+                Ok(probe) => {
+                    sqlx::Connection::close(probe).await?;
+                    break;
+                }
+                Err(e) if tokio::time::Instant::now() + wait < deadline && starting(&e) => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(ACQUIRE_TIMEOUT)

@@ -225,7 +225,7 @@ fn parse_catalog(
         if !(5..=24 * 60).contains(s.duration_minutes.get_ref()) {
             return Err(invalid(s.duration_minutes.span(), "duration_minutes must be between 5 and 1440".into()));
         }
-        let price = Cents::parse_brl(s.price.get_ref()).map_err(|e| invalid(s.price.span(), e.to_string()))?;
+        let price = Cents::parse_decimal(s.price.get_ref()).map_err(|e| invalid(s.price.span(), e.to_string()))?;
         let deposit = match &s.deposit {
             None => Cents(0),
             Some(raw) => {

@@ -9,7 +9,7 @@
 //!   silences it: the turn's text replies are queued only if no person has the conversation,
 //!   checked in the turn's end transaction ([`crate::jobs::Turn::yields_to_person`]); what
 //!   its tools already did stays done, through the ledger;
-//! - a customer who types "atendente" (whatever the case, accents or surrounding punctuation)
+//! - a customer who writes "atendente" (a word of the message, whatever the case or accents)
 //!   is told a person was called, the conversation is flagged and handed over, and the staff
 //!   are notified once per request: every message is keyed by the turn, so a retried turn
 //!   queues nothing twice;
@@ -28,6 +28,7 @@ use crate::domain::{ConversationId, to_delta};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::store::{HandoffStore, InboundMessage, OutboxStore, Store, TenantStore};
 use crate::whatsapp::OutboundMessage;
+use crate::whatsapp::message::clip;
 
 /// What the customer types to ask for a person, once normalized ([`crate::domain::keyword::fold`]).
 const ASK_FOR_PERSON: &str = "atendente";
@@ -43,16 +44,23 @@ enum HandoffText<'a> {
     /// The answer to "atendente".
     Customer { business: &'a str },
     /// To each staff number: who asked.
-    Staff { conversation: i64 },
+    Staff { conversation: i64, customer: &'a str },
 }
 
 fn render(text: HandoffText<'_>) -> anyhow::Result<String> {
     Ok(Handoff { text }.render()?.trim().to_owned())
 }
 
-/// Whether the message asks for a person.
+/// A first name longer than this is cut (a profile name is the customer's own text).
+const FIRST_NAME_MAX: usize = 30;
+
+/// Whether the message asks for a person: "atendente" as a word of it ("quero falar com um
+/// atendente", "Atendente!"), as the menus tell customers to write.
 fn asks_for_person(message: &InboundMessage) -> bool {
-    message.kind == "text" && message.body.as_deref().is_some_and(|b| crate::domain::keyword::fold(b) == ASK_FOR_PERSON)
+    message.kind == "text"
+        && message.body.as_deref().is_some_and(|b| {
+            crate::domain::keyword::fold(b).split(|c: char| !c.is_alphanumeric()).any(|w| w == ASK_FOR_PERSON)
+        })
 }
 
 /// Wraps the customer-turn handler.
@@ -76,9 +84,15 @@ impl HandoffGate {
     /// Tells every staff number who asked for a person, once per request (the turn).
     async fn notify_staff(&self, turn: &Turn) -> anyhow::Result<()> {
         let tenant = &turn.tenant;
-        // The notice names the conversation, not the person: a message on a staff phone can never
-        // be erased, and the console shows who it is.
-        let text = OutboundMessage::text(render(HandoffText::Staff { conversation: turn.conversation.0 })?)?;
+        // Who asked, by the first name they gave WhatsApp only: enough for the staff to know whom
+        // to answer, while a message on a staff phone can never be erased (their number and the
+        // rest stay in the console, which an erasure clears).
+        let first_name = turn.contact.profile_name.as_deref().and_then(|n| n.split_whitespace().next());
+        let customer = first_name.map_or_else(|| "Um cliente".to_owned(), |name| clip(name, FIRST_NAME_MAX));
+        let text = OutboundMessage::text(render(HandoffText::Staff {
+            conversation: turn.conversation.0,
+            customer: &customer,
+        })?)?;
         let now = self.store.db_time(Utc::now());
         let mut queued = false;
         for staff in self.store.staff(tenant.id).await? {

@@ -257,6 +257,8 @@ contract!(outside_the_window_a_charge_goes_as_the_template_or_not_at_all, |db| a
     );
     let s = Scenario::from_file(db, &file).await;
     let confirm = propose_charge(db, &app, &s, "t").await;
+    let offer = inbox(db, s.tenant.id, STAFF).await.pop().unwrap();
+    assert!(offer.body().contains("não escreve há mais de 24 horas"), "told before Confirmar: {}", offer.body());
     post(&app, STAFF, button(STAFF, "wamid.t.click", &confirm)).await;
     app.drain_turns().await;
     assert!(inbox(db, s.tenant.id, STAFF).await.pop().unwrap().body().contains("modelo de mensagem"));
@@ -318,4 +320,43 @@ contract!(an_action_carried_out_before_two_clicks_answer_is_told_once, |db| asyn
     assert_eq!(charge_count(db, tenant).await, 1);
     let action = db.store.action(tenant, click.action).await.unwrap().expect("the action");
     assert_eq!(action.status, balcao::actions::ActionStatus::Executed);
+});
+
+contract!(amounts_are_typed_and_shown_as_brazilians_write_them, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    let app = app_with_customer(db, &s).await;
+    post(&app, STAFF, text("wamid.v.1", STAFF, "oi")).await;
+    app.drain_turns().await;
+    post(&app, STAFF, crate::support::clicks::pick(STAFF, "wamid.v.2", "m:charge")).await;
+    app.drain_turns().await;
+    for (n, (typed, answer)) in [
+        ("0", "O valor precisa ser maior que zero."),
+        ("R$ 99.999.999,00", "Esse valor passa do limite de R$ 10.000.000,00."),
+        ("1,234.56", "Não entendi o valor: use só números"),
+        ("1.234,56", "Para quem é a cobrança?"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        post(&app, STAFF, text(&format!("wamid.v.a{n}"), STAFF, typed)).await;
+        app.drain_turns().await;
+        let last = inbox(db, s.tenant.id, STAFF).await.pop().unwrap();
+        assert!(last.body().starts_with(answer), "{typed}: {}", last.body());
+    }
+    // The customer who wrote today is offered, by name and number, in the tenant's zone.
+    let ask = inbox(db, s.tenant.id, STAFF).await.pop().unwrap();
+    let OutboundMessage::List { sections, .. } = &ask else { panic!("{ask:?}") };
+    let row = &sections[0].rows[0];
+    assert_eq!(row.id, format!("m:to:{CUSTOMER}"));
+    assert!(
+        row.description.as_deref().is_some_and(|d| d.starts_with(&format!("+{CUSTOMER} · escreveu em "))),
+        "{row:?}"
+    );
+    post(&app, STAFF, crate::support::clicks::pick(STAFF, "wamid.v.b0", &row.id)).await;
+    app.drain_turns().await;
+    post(&app, STAFF, text("wamid.v.b1", STAFF, "Corte e barba")).await;
+    app.drain_turns().await;
+    let offer = inbox(db, s.tenant.id, STAFF).await.pop().unwrap();
+    assert!(offer.body().contains("R$ 1.234,56") && offer.body().contains(CUSTOMER), "{}", offer.body());
+    assert!(!offer.body().contains("24 horas"), "the customer wrote today: no template");
 });

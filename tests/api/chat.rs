@@ -6,7 +6,7 @@ use std::io::Cursor;
 use balcao::app::App;
 use balcao::config::LOCAL_DEV_APP_SECRET;
 use balcao::domain::Secret;
-use balcao::simulator::chat::ChatSession;
+use balcao::simulator::chat::{ChatSession, DEFAULT_NAME};
 use tokio::sync::oneshot;
 
 use crate::contract;
@@ -14,7 +14,7 @@ use crate::support::common::{TestApp, local_test_config, sandbox_test_config, te
 use crate::support::scenario::Scenario;
 
 contract!(a_customer_chats_through_the_menu_from_the_terminal, |db| async move {
-    Scenario::new(db).await;
+    let s = Scenario::with_merchant(db).await;
     // Local mode, as `cargo run` starts it: the simulator API is open on loopback.
     let config =
         local_test_config("http://127.0.0.1:9", &[("BALCAO_DEBOUNCE_MS", "0"), ("BALCAO_DEBOUNCE_MAX_MS", "0")]);
@@ -39,6 +39,32 @@ contract!(a_customer_chats_through_the_menu_from_the_terminal, |db| async move {
     assert!(out.contains("  1) Agendar") && out.contains("  2) Meus horários"), "{out}");
     assert!(out.contains("  1) Corte masculino — R$ 50,00"), "{out}");
     assert!(out.contains("Com quem você prefere fazer Corte masculino?"), "{out}");
+    assert!(out.starts_with("Conversando com Barbearia do Zé como Ana (+5511988880000). Ctrl-D para sair.\nvocê> "));
+
+    // A line that gets no answer says so and returns: a person has the conversation, and a
+    // charge that does not exist.
+    let conversation = crate::support::console::conversation_of(db, s.tenant.id, "5511988880000").await;
+    let until = chrono::Utc::now() + chrono::TimeDelta::minutes(30);
+    let id = balcao::domain::ConversationId(conversation);
+    balcao::store::HandoffStore::take_over(&db.store, s.tenant.id, id, until).await.unwrap();
+    let mut out = Vec::new();
+    session.run(Cursor::new("alguém aí?\n/pago 99\n"), &mut out).await.unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("você> (sem resposta)\n"), "{out}");
+    assert!(out.contains("[cobrança nº 99: não foi possível marcar como paga: não existe]"), "{out}");
+
+    // The staff side is the business, with its own prompt.
+    let staff = ChatSession { from: "+5511988887777".into(), name: DEFAULT_NAME.into(), ..session.clone() };
+    let mut out = Vec::new();
+    staff.run(Cursor::new(""), &mut out).await.unwrap();
+    assert!(
+        String::from_utf8(out).unwrap().starts_with("Conversando com Barbearia do Zé como equipe (+5511988887777)")
+    );
+
+    // A tenant that is not there: named, in Portuguese.
+    let typo = ChatSession { slug: "barbeariaa".into(), ..session.clone() };
+    let e = typo.run(Cursor::new("oi\n"), Vec::new()).await.unwrap_err();
+    assert!(e.to_string().starts_with("não existe loja \"barbeariaa\""), "{e}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 });

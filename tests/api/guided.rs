@@ -220,3 +220,57 @@ contract!(long_names_and_a_full_day_stay_within_limits, |db| async move {
         assert_eq!(ids(&answer), ["g:book", "g:mine"], "{}", answer.body());
     }
 });
+
+contract!(free_text_reaches_its_screen_or_is_told_it_was_not_understood, |db| async move {
+    let s = Scenario::new(db).await;
+    let mut config = test_config("http://127.0.0.1:9", &[]);
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+
+    let lost = say(db, &app, &s, text("wamid.f1", FROM, "aceita cartão?")).await;
+    assert!(lost.body().contains("Desculpe, não entendi sua mensagem."), "{}", lost.body());
+    assert!(lost.body().contains("\"atendente\""), "{}", lost.body());
+    assert_eq!(ids(&lost), ["g:book", "g:mine"], "with the menu");
+
+    for (n, (words, first_id)) in
+        [("qual o preço?", "g:svc:"), ("quero marcar um corte", "g:svc:"), ("tem horário amanhã", "g:svc:")]
+            .into_iter()
+            .enumerate()
+    {
+        let screen = say(db, &app, &s, text(&format!("wamid.f2{n}"), FROM, words)).await;
+        assert!(ids(&screen)[0].starts_with(first_id), "{words}: {screen:?}");
+    }
+    let services = say(db, &app, &s, text("wamid.f3", FROM, "preço")).await;
+    assert!(format!("{services:?}").contains("R$ 50,00"), "prices in Brazilian money: {services:?}");
+    for (n, words) in ["meus horaros", "quero remarcar", "cancelar"].into_iter().enumerate() {
+        let mine = say(db, &app, &s, text(&format!("wamid.f4{n}"), FROM, words)).await;
+        assert!(mine.body().contains("não tem horários"), "{words}: {}", mine.body());
+    }
+    assert!(say(db, &app, &s, text("wamid.f5", FROM, "Bom dia!")).await.body().starts_with("Olá"));
+});
+
+contract!(any_professional_shows_each_time_once_and_books_whoever_is_free, |db| async move {
+    let s = Scenario::new(db).await;
+    let mut config = test_config("http://127.0.0.1:9", &[]);
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+    let days = say(db, &app, &s, click("wamid.a1", "list_reply", &format!("g:pro:{}:0", s.corte))).await;
+    // A Wednesday: Rafa works then too, so most times have two professionals free.
+    let OutboundMessage::List { sections, .. } = &days else { panic!("days: {days:?}") };
+    let wednesday = sections.iter().flat_map(|s| &s.rows).find(|r| r.title.contains("(qua)")).expect("a Wednesday");
+    let times = say(db, &app, &s, click("wamid.a2", "list_reply", &wednesday.id)).await;
+    let OutboundMessage::List { sections, .. } = &times else { panic!("times: {times:?}") };
+    let titles: Vec<&str> = sections.iter().flat_map(|s| &s.rows).map(|r| r.title.as_str()).collect();
+    let mut unique = titles.clone();
+    unique.dedup();
+    assert_eq!(titles, unique, "each time once");
+    let confirm = say(db, &app, &s, click("wamid.a3", "list_reply", &ids(&times)[0])).await;
+    let booked = say(db, &app, &s, click("wamid.a4", "button_reply", &ids(&confirm)[0])).await;
+    assert!(booked.body().starts_with("Pronto!"), "{}", booked.body());
+    assert_eq!(ids(&booked), ["g:mine", "g:book"], "where to go next");
+    // The cancellation's buttons say what they do.
+    let mine = say(db, &app, &s, click("wamid.a5", "button_reply", "g:mine")).await;
+    let offer = say(db, &app, &s, click("wamid.a6", "list_reply", &ids(&mine)[0])).await;
+    let OutboundMessage::Buttons { buttons, .. } = &offer else { panic!("{offer:?}") };
+    assert_eq!(buttons.iter().map(|b| b.title.as_str()).collect::<Vec<_>>(), ["Sim, cancelar", "Manter horário"]);
+});

@@ -154,14 +154,12 @@ contract!(atendente_flags_the_request_and_notifies_the_staff_once_even_when_retr
     let to_staff = sent(db, &s, STAFF).await;
     assert_eq!(to_staff.len(), 1, "{to_staff:?}");
     assert!(
-        to_staff[0]
-            .1
-            .contains(&format!("Um cliente pediu para falar com um atendente (conversa nº {})", conversation.0)),
+        to_staff[0].1.contains(&format!("Sheena pediu para falar com um atendente (conversa nº {})", conversation.0)),
         "{}",
         to_staff[0].1
     );
     assert!(!to_staff[0].1.contains("http"), "link-free");
-    assert!(!to_staff[0].1.contains("Sheena") && !to_staff[0].1.contains("99999"), "no personal data");
+    assert!(!to_staff[0].1.contains("Nelson") && !to_staff[0].1.contains("99999"), "the first name only");
     assert!(fake.requests().is_empty());
 
     let console = Console::login_new(db, &app.url, "dono@barbearia.com", &s.tenant.slug).await;

@@ -343,3 +343,32 @@ contract!(the_simulator_sends_its_voice_note_which_is_heard_without_meta, |db| a
     let both = send(&app, json!({ "from": CUSTOMER, "text": "oi", "voice": true })).await;
     assert_eq!(both.status(), StatusCode::BAD_REQUEST);
 });
+
+contract!(the_root_leads_to_the_simulator_locally_and_to_the_console_otherwise, |db| async move {
+    Scenario::new(db).await;
+    let local = local_app(db).await;
+    let home = no_redirects().get(format!("{}/", local.url)).send().await.unwrap();
+    assert_eq!(home.headers()["location"], "/simulator");
+    let live = TestApp::spawn(db, test_config("http://127.0.0.1:9", &[])).await;
+    let home = no_redirects().get(format!("{}/", live.url)).send().await.unwrap();
+    assert_eq!(home.headers()["location"], "/admin");
+});
+
+contract!(a_reloaded_simulator_gets_what_its_phone_sent_back_in_place, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    let app = local_app(db).await;
+    send(&app, json!({ "from": CUSTOMER, "name": "Ana", "text": "oi" })).await;
+    app.drain_turns().await;
+    let tap =
+        json!({ "from": CUSTOMER, "name": "Ana", "reply": { "id": "g:book", "title": "Agendar", "kind": "button" } });
+    send(&app, tap).await;
+    app.drain_turns().await;
+    let replies = db.store.outbound_for_wa_id(s.tenant.id, "5511999990001", 0).await.unwrap();
+    let path = format!("{}/simulator/api/tenants/barbearia/sent?wa_id=%2B5511999990001", app.url);
+    let sent: Value = app.http.get(path).send().await.unwrap().json().await.unwrap();
+    assert_eq!(
+        sent["sent"],
+        json!([{ "after": 0, "kind": "text", "text": "oi" },
+               { "after": replies[0].id, "kind": "button_reply", "text": "Agendar" }])
+    );
+});

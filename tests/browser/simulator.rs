@@ -113,11 +113,13 @@ pub async fn charge_and_pay(b: &Browser, server: &Server) {
     click_choice(b, menu, "m:charge").await;
     b.wait_for_text(".msg.in", "Qual o valor").await;
     say(b, "50,00").await;
-    b.wait_for_text(".msg.in", "WhatsApp do cliente").await;
-    say(b, "11 99999-0001").await;
+    // The customer who just wrote is offered: one tap instead of typing the number.
+    b.wait_for_text(".msg.in", "Para quem é a cobrança?").await;
+    let ask = next_choices(b, menu).await;
+    click_choice(b, ask, "m:to:5511999990001").await;
     b.wait_for_text(".msg.in", "descrição").await;
     say(b, "Corte e barba").await;
-    let offer = next_choices(b, menu).await;
+    let offer = next_choices(b, ask).await;
     b.screenshot("2-offer").await;
     let confirm = b
         .eval(

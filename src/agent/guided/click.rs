@@ -4,6 +4,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{CLICK_ID_MAX, ID_INSTANT};
+use crate::domain::{MENU_BOOK, MENU_MINE};
 use crate::ledger::normalize::parse_instant;
 
 /// A click on one of our screens, as its reply id encodes it.
@@ -60,8 +61,8 @@ impl Click {
         let page = |p: &usize| if *p == 0 { String::new() } else { format!(":{p}") };
         match self {
             Self::Menu => "g:menu".to_owned(),
-            Self::Book { page: p } => format!("g:book{}", page(p)),
-            Self::Mine { page: p } => format!("g:mine{}", page(p)),
+            Self::Book { page: p } => format!("{MENU_BOOK}{}", page(p)),
+            Self::Mine { page: p } => format!("{MENU_MINE}{}", page(p)),
             Self::Service { service, page: p } => format!("g:svc:{service}{}", page(p)),
             Self::Professional { service, professional } => format!("g:pro:{service}:{professional}"),
             Self::Day { service, professional, date, page: p } => {

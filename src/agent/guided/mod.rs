@@ -6,7 +6,8 @@
 //! cancel proposes it, and the proposal's own buttons confirm it on the click path. Button and list ids carry everything the next step needs (`g:…`), so a
 //! click is understood without stored menu state; a stale or replayed click is answered from
 //! the same tools and executor as the model uses, so a replayed "Confirmar" gets
-//! `already_done`, never a second booking. Anything not understood brings back the menu.
+//! `already_done`, never a second booking. Free text reaches its screen by keyword
+//! ([`intent`]); anything not understood gets "não entendi", the menu and the word "atendente".
 //!
 //! Invariants:
 //! - every screen fits WhatsApp's limits by construction: labels and bodies are clipped on
@@ -24,8 +25,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use serde_json::{Value, json};
 
+use crate::domain::Cents;
 use crate::jobs::{Replier, Turn, TurnHandler};
-use crate::ledger::normalize::{normalize_text, parse_instant};
+use crate::ledger::normalize::parse_instant;
 use crate::ledger::{Executor, Outcome, Tool};
 use crate::messages::{GuidedText as T, KindsText, guided, kinds, unheard_voice, when_at};
 use crate::store::InboundMessage;
@@ -33,11 +35,13 @@ use crate::whatsapp::message::{BUTTON_ID_MAX, LIST_ROWS_MAX};
 use crate::whatsapp::{ListRow, stored};
 
 mod click;
+mod intent;
 mod screen;
 #[cfg(test)]
 mod tests;
 
 use click::Click;
+use intent::{Intent, intent};
 use screen::{Choices, Screen, build, button, day_label, page_of, paged, row, when};
 
 /// Days looked at when offering dates: two weeks covers a weekly schedule twice.
@@ -90,7 +94,7 @@ impl GuidedTurn {
             .into_iter()
             .flatten()
             .filter_map(|s| {
-                let price = s["price"].as_str().map(|p| format!("R$ {}", p.replace('.', ",")));
+                let price = s["price"].as_str().and_then(|p| Cents::parse_brl(p).ok()).map(|p| p.to_string());
                 Some(row(
                     &Click::Service { service: s["id"].as_i64()?, page: 0 },
                     s["name"].as_str()?,
@@ -167,9 +171,11 @@ impl GuidedTurn {
         text: Option<String>,
     ) -> anyhow::Result<Screen> {
         let tz = turn.tenant.timezone;
-        let rows: Vec<ListRow> = self
-            .slots(turn, service, professional, date)
-            .await?
+        let mut slots = self.slots(turn, service, professional, date).await?;
+        // "Qualquer profissional": each time once, taken by the first professional free then.
+        let mut seen = std::collections::HashSet::new();
+        slots.retain(|s| seen.insert(s["starts_at"].as_str().unwrap_or_default().to_owned()));
+        let rows: Vec<ListRow> = slots
             .iter()
             .filter_map(|s| {
                 let at = parse_instant(s["starts_at"].as_str()?).ok()?;
@@ -300,14 +306,18 @@ impl GuidedTurn {
             Some(Click::Cancel { booking } | Click::CancelConfirmed { booking }) => {
                 self.propose_cancel(turn, booking).await
             }
-            None => {
-                let text = normalize_text(last.body.as_deref().unwrap_or(""));
-                if text.contains("meus horarios") || text.contains("meus horários") {
-                    self.mine(turn, 0).await
-                } else {
-                    self.menu(turn).await
+            None => match intent(last.body.as_deref().unwrap_or("")) {
+                Intent::Mine => self.mine(turn, 0).await,
+                Intent::Book | Intent::Prices => self.services(turn, 0).await,
+                Intent::Greeting => self.menu(turn).await,
+                Intent::Thanks => Ok(Screen { text: guided(T::YoureWelcome)?, choices: Choices::None }),
+                Intent::Unknown => {
+                    let mut screen = self.menu(turn).await?;
+                    let customer = turn.contact.profile_name.as_deref();
+                    screen.text = guided(T::NotUnderstood { business: &turn.tenant.name, customer })?;
+                    Ok(screen)
                 }
-            }
+            },
         }
     }
 }

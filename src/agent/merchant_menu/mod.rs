@@ -21,11 +21,11 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::domain::{Cents, PayerDocument, PhoneE164};
+use crate::domain::{Cents, MoneyError, PayerDocument, PhoneE164};
 use crate::jobs::{Replier, Turn, TurnHandler};
 use crate::ledger::normalize::{FieldKind, normalize_text};
 use crate::ledger::{Executor, Outcome, Tool};
-use crate::messages::{MerchantText as M, merchant_text};
+use crate::messages::{AmountProblem, MerchantText as M, merchant_text};
 use crate::store::{MenuStore, Store};
 use crate::whatsapp::OutboundMessage;
 
@@ -39,6 +39,8 @@ const REFUND_CHARGE: &str = "m:refund:";
 const REFUND_ALL: &str = "m:refund_all:";
 /// A charge picked from the cancellation list: `m:withdraw:{id}`.
 const WITHDRAW_CHARGE: &str = "m:withdraw:";
+/// A customer picked from "Nova cobrança"'s recent ones: `m:to:{digits}`.
+const CHARGE_TO: &str = "m:to:";
 
 /// Where the merchant is in the "Nova cobrança" form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +84,16 @@ pub struct MerchantMenu {
 }
 
 /// A phone as a merchant types it: with or without +55, spaces, dashes and parentheses.
+/// A positive amount typed into a form, or why it is not one.
+fn amount(raw: &str) -> Result<Cents, AmountProblem> {
+    match Cents::parse_brl(raw) {
+        Ok(amount) if amount.0 > 0 => Ok(amount),
+        Ok(_) => Err(AmountProblem::Zero),
+        Err(MoneyError::TooLarge(_)) => Err(AmountProblem::TooLarge),
+        Err(MoneyError::Unreadable(_)) => Err(AmountProblem::Unreadable),
+    }
+}
+
 fn parse_phone(raw: &str) -> Option<PhoneE164> {
     let digits: String = raw.chars().filter(|c| !matches!(c, ' ' | '-' | '(' | ')' | '.')).collect();
     let digits = match digits.strip_prefix('+') {
@@ -148,6 +160,22 @@ impl MerchantMenu {
         Ok(self.store.payer_document_of_phone(turn.tenant.id, phone).await?.is_none())
     }
 
+    /// The form's step after the customer's number (typed, or picked from the recent ones).
+    async fn charge_to(
+        &self,
+        turn: &Turn,
+        amount: Cents,
+        phone: Option<PhoneE164>,
+    ) -> anyhow::Result<(Option<OutboundMessage>, Option<Form>)> {
+        Ok(match phone {
+            Some(phone) if self.needs_document(turn, &phone).await? => {
+                (Some(text(M::AskDocument)?), Some(Form::Document { amount, phone }))
+            }
+            Some(phone) => (Some(text(M::AskDescription)?), Some(Form::Description { amount, phone, document: None })),
+            None => (Some(text(M::InvalidPhone)?), Some(Form::Phone { amount })),
+        })
+    }
+
     /// The reply to the turn's last message, and the form's place after it.
     async fn answer(&self, turn: &Turn, form: Option<Form>) -> anyhow::Result<(Option<OutboundMessage>, Option<Form>)> {
         let Some(last) = turn.messages.last() else { return Ok((Some(self.menu(turn, None)?), None)) };
@@ -170,6 +198,10 @@ impl MerchantMenu {
                 if let Some(charge_id) = id.strip_prefix(WITHDRAW_CHARGE).and_then(|c| c.parse().ok()) {
                     return Ok((Some(self.withdraw(turn, charge_id).await?), None));
                 }
+                // A customer picked for the charge being filled in, as if their number were typed.
+                if let (Some(digits), Some(Form::Phone { amount })) = (id.strip_prefix(CHARGE_TO), &form) {
+                    return self.charge_to(turn, *amount, parse_phone(&format!("+{digits}"))).await;
+                }
                 return Ok((Some(self.menu(turn, None)?), None));
             }
             None => {}
@@ -180,19 +212,11 @@ impl MerchantMenu {
         }
         Ok(match form {
             None => (Some(self.menu(turn, None)?), None),
-            Some(Form::Amount) => match Cents::parse_brl(body) {
-                Ok(amount) if amount.0 > 0 => (Some(text(M::AskPhone)?), Some(Form::Phone { amount })),
-                _ => (Some(text(M::InvalidAmount)?), Some(Form::Amount)),
+            Some(Form::Amount) => match amount(body) {
+                Ok(amount) => (Some(self.ask_phone(turn).await?), Some(Form::Phone { amount })),
+                Err(problem) => (Some(text(M::InvalidAmount { problem })?), Some(Form::Amount)),
             },
-            Some(Form::Phone { amount }) => match parse_phone(body) {
-                Some(phone) if self.needs_document(turn, &phone).await? => {
-                    (Some(text(M::AskDocument)?), Some(Form::Document { amount, phone }))
-                }
-                Some(phone) => {
-                    (Some(text(M::AskDescription)?), Some(Form::Description { amount, phone, document: None }))
-                }
-                None => (Some(text(M::InvalidPhone)?), Some(Form::Phone { amount })),
-            },
+            Some(Form::Phone { amount }) => return self.charge_to(turn, amount, parse_phone(body)).await,
             Some(Form::Document { amount, phone }) => match PayerDocument::from_message(body) {
                 Some(document) => (
                     Some(text(M::AskDescription)?),
@@ -200,9 +224,9 @@ impl MerchantMenu {
                 ),
                 None => (Some(text(M::InvalidDocument)?), Some(Form::Document { amount, phone })),
             },
-            Some(Form::RefundAmount { charge_id }) => match Cents::parse_brl(body) {
-                Ok(amount) if amount.0 > 0 => (self.propose_refund(turn, charge_id, Some(amount)).await?, None),
-                _ => (Some(text(M::InvalidAmount)?), Some(Form::RefundAmount { charge_id })),
+            Some(Form::RefundAmount { charge_id }) => match amount(body) {
+                Ok(amount) => (self.propose_refund(turn, charge_id, Some(amount)).await?, None),
+                Err(problem) => (Some(text(M::InvalidAmount { problem })?), Some(Form::RefundAmount { charge_id })),
             },
             Some(Form::Description { amount, phone, document }) => {
                 let description = FieldKind::Label.normalize(&json!(body)).ok();

@@ -4,13 +4,13 @@
 use chrono::{TimeDelta, Utc};
 use serde_json::json;
 
-use super::{MerchantMenu, REFUND_ALL, REFUND_CHARGE, WITHDRAW_CHARGE};
-use crate::domain::Cents;
+use super::{CHARGE_TO, MerchantMenu, REFUND_ALL, REFUND_CHARGE, WITHDRAW_CHARGE};
+use crate::domain::{Cents, PhoneE164};
 use crate::jobs::Turn;
 use crate::ledger::Outcome;
 use crate::messages::{MerchantText as M, merchant_text, when_at};
 use crate::money::charges::{Charge, REFUNDABLE_STATUSES};
-use crate::store::ChargeStore;
+use crate::store::{ChargeStore, TenantStore};
 use crate::whatsapp::message::{
     BUTTON_TITLE_MAX, LIST_BUTTON_MAX, LIST_ROW_DESCRIPTION_MAX, LIST_ROW_TITLE_MAX, LIST_ROWS_MAX, clip,
 };
@@ -18,6 +18,9 @@ use crate::whatsapp::{ListRow, ListSection, OutboundMessage, ReplyButton};
 
 /// How far back the refund and cancellation lists look.
 const LOOK_BACK: TimeDelta = TimeDelta::days(30);
+/// Whom "Nova cobrança" offers: the customers who wrote within WhatsApp's 24-hour window (a
+/// charge to them goes with its Pix code, not as a template).
+const RECENT: TimeDelta = TimeDelta::hours(24);
 
 pub(super) fn row(id: String, title: String, description: Option<String>) -> anyhow::Result<ListRow> {
     Ok(ListRow {
@@ -42,6 +45,33 @@ fn charge_row(prefix: &str, charge: &Charge, amount: Cents) -> anyhow::Result<Li
 }
 
 impl MerchantMenu {
+    /// "Para quem é a cobrança?": the customers who wrote in the last 24 hours as a list, the
+    /// latest first, each with the time they wrote in the tenant's zone; typing a number works
+    /// too. No one wrote: the question alone.
+    pub(super) async fn ask_phone(&self, turn: &Turn) -> anyhow::Result<OutboundMessage> {
+        let staff = self.store.staff(turn.tenant.id).await?;
+        let since = self.store.db_time(Utc::now()) - RECENT;
+        let rows = self
+            .store
+            .recent_customers(turn.tenant.id, since, LIST_ROWS_MAX as i64 + staff.len() as i64)
+            .await?
+            .into_iter()
+            .filter(|c| !staff.includes(PhoneE164::parse(&c.wa_id).ok().as_ref()))
+            .take(LIST_ROWS_MAX)
+            .map(|c| {
+                let number = format!("+{}", c.wa_id);
+                let when = when_at(turn.tenant.timezone, c.last_at);
+                let title = c.profile_name.clone().unwrap_or_else(|| number.clone());
+                let line = merchant_text(M::RecentCustomer { number: &number, when: &when })?;
+                row(format!("{CHARGE_TO}{}", c.wa_id), title, Some(line))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if rows.is_empty() {
+            return Ok(OutboundMessage::text(merchant_text(M::AskPhone)?)?);
+        }
+        list(merchant_text(M::AskPhoneOrPick)?, &merchant_text(M::RecentButton)?, rows)
+    }
+
     pub(super) async fn charges_today(&self, turn: &Turn) -> anyhow::Result<OutboundMessage> {
         let tz = turn.tenant.timezone;
         let today = Utc::now().with_timezone(&tz).date_naive();

@@ -14,7 +14,7 @@ use crate::actions::{ActionPayload, Proposal, Proposer};
 use crate::appointments::local;
 use crate::domain::{Cents, PayerDocument, PhoneE164};
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
-use crate::messages::{ActionText, action_text};
+use crate::messages::{ActionText, ChargeVia, action_text};
 use crate::money::charges::{choose_via, payer_document_required};
 use crate::store::{AgendaStore, CatalogStore, ChargeStore, InboundStore, Store, TenantStore};
 
@@ -121,9 +121,9 @@ impl Tool for ProposeCharge {
         let customer =
             store.conversation_for_phone(ctx.tenant.id, &phone, ctx.now).await.map_err(ToolFailure::storage)?;
         let last = store.last_inbound_at(ctx.tenant.id, customer).await.map_err(ToolFailure::storage)?;
-        if choose_via(ctx.tenant, last, ctx.now).is_none() {
+        let Some(via) = choose_via(ctx.tenant, last, ctx.now) else {
             return Err(refusal(ActionText::OutsideWindow, "outside_window"));
-        }
+        };
         // Normalized already: a malformed one went back to the model as an input error.
         let payer_document = call.args.str("payer_document").and_then(|d| PayerDocument::parse(d).ok());
         let needs_document = ctx.tenant.settings.pix.as_ref().is_some_and(|pix| pix.requires_payer_document());
@@ -134,8 +134,10 @@ impl Tool for ProposeCharge {
             }
         }
         let amount_text = amount.to_string();
-        let text = action_text(ActionText::OfferCharge { amount: &amount_text, customer: phone.as_str(), description })
-            .map_err(|e| ToolFailure::Transient(e.to_string()))?;
+        let as_template = via == ChargeVia::Template;
+        let offer =
+            ActionText::OfferCharge { amount: &amount_text, customer: phone.as_str(), description, as_template };
+        let text = action_text(offer).map_err(|e| ToolFailure::Transient(e.to_string()))?;
         let payload = ActionPayload::Charge {
             customer_phone: phone,
             amount,

@@ -250,11 +250,18 @@ pub async fn add_admin(
     password: &str,
     tenant_slug: &str,
 ) -> anyhow::Result<i64> {
-    use anyhow::Context;
     let email = email.trim().to_lowercase();
     anyhow::ensure!(email.contains('@') && email.len() <= 254, "{email:?} is not an email address");
     anyhow::ensure!(password.chars().count() >= 10, "the password must have at least 10 characters");
-    let tenant = store.tenant_by_slug(tenant_slug).await?.with_context(|| format!("no tenant {tenant_slug:?}"))?;
+    let Some(tenant) = store.tenant_by_slug(tenant_slug).await? else {
+        use crate::store::SimulatorStore;
+        let known: Vec<String> = store.all_tenants().await?.into_iter().map(|t| t.slug).collect();
+        anyhow::bail!(
+            "no tenant {tenant_slug:?} in this database ({}): start the server once (in local mode it applies \
+             the example business) or apply your tenant file with `balcao tenant apply tenants/<file>.toml`",
+            if known.is_empty() { "it has none yet".to_owned() } else { format!("it has {}", known.join(", ")) }
+        );
+    };
     let password = password.to_owned();
     let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
     Ok(store.upsert_admin(&email, &hash, tenant.id, Utc::now()).await?)

@@ -125,13 +125,20 @@ fn data(row: &OutboundRecord, charge: Option<Value>) -> Value {
             "message": row.message.0, "charge": charge })
 }
 
-/// The Pix code a message carries: an order's, a QR image's, or a text that is one (a charge
-/// sent as text sends its code alone).
+/// The Pix code a message carries: an order's, a QR image's, a text that is one (a charge
+/// sent as text sends its code alone), or a template's parameter (a charge sent outside the
+/// 24-hour window).
 fn pix_code(message: &OutboundMessage) -> Option<&str> {
     match message {
         OutboundMessage::OrderDetails { copia_e_cola, .. } => Some(copia_e_cola),
         OutboundMessage::QrImage { payload, .. } => Some(payload),
-        OutboundMessage::Text { body } if body.starts_with("000201") => Some(body),
+        OutboundMessage::Text { body } if body.starts_with(BR_CODE_START) => Some(body),
+        OutboundMessage::Template { body_params, .. } => {
+            body_params.iter().map(String::as_str).find(|p| p.starts_with(BR_CODE_START))
+        }
         _ => None,
     }
 }
+
+/// How every BR Code begins: its payload format indicator, `00 02 01`.
+const BR_CODE_START: &str = "000201";

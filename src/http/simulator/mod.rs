@@ -44,6 +44,7 @@ pub fn routes() -> Router<AppState> {
         .route("/simulator/assets/{file}", get(page::asset))
         .route("/simulator/api/tenants/{slug}", get(tenant))
         .route("/simulator/api/tenants/{slug}/outbox", get(outbox))
+        .route("/simulator/api/tenants/{slug}/sent", get(sent))
         .route("/simulator/api/tenants/{slug}/messages", post(send::send))
         .route("/simulator/api/tenants/{slug}/events", get(events::events))
         .route("/simulator/api/tenants/{slug}/qr", get(qr::qr))
@@ -235,10 +236,30 @@ pub async fn outbox(
 ) -> Result<Json<Value>, SimError> {
     let tenant = access(&state, &headers, admin, &slug).await?;
     let phone = PhoneE164::parse(&q.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    // Whether an answer may still come (`balcao chat` stops waiting once nothing is pending).
+    // Read before the messages: a turn finished by then has its replies in what follows.
+    let pending = state.store.turn_pending(tenant.id, phone.digits()).await?;
     let rows = state.store.outbound_for_wa_id(tenant.id, phone.digits(), q.after).await?;
     let messages: Vec<Value> =
         rows.iter().map(|r| json!({ "id": r.id, "status": r.status, "message": r.message.0 })).collect();
-    Ok(Json(json!({ "messages": messages })))
+    Ok(Json(json!({ "messages": messages, "pending": pending })))
+}
+
+/// `GET …/sent?wa_id=…`: what this phone sent, so a reloaded page shows both sides again; each
+/// with the outbound row it came after (`after`) and its text (a tap's title; a voice note or
+/// a media message by its kind).
+pub async fn sent(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    admin: Result<Admin, ConsoleError>,
+    Path(slug): Path<String>,
+    Query(q): Query<OutboxQuery>,
+) -> Result<Json<Value>, SimError> {
+    let tenant = access(&state, &headers, admin, &slug).await?;
+    let phone = PhoneE164::parse(&q.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let sent = state.store.sent_by(tenant.id, phone.digits()).await?;
+    let sent: Vec<Value> = sent.iter().map(|m| json!({ "after": m.after, "kind": m.kind, "text": m.body })).collect();
+    Ok(Json(json!({ "sent": sent })))
 }
 
 /// The charge as the simulator shows it: the public fields plus the code and the gateway.

@@ -173,10 +173,12 @@ impl Cob {
             )));
         }
         match self.valor.original.as_deref() {
-            Some(original) if Cents::parse_brl(original).ok() != Some(amount) => Err(GatewayError::Rejected(format!(
-                "txid {txid} already names a charge of {original} at the provider, not {}",
-                amount.to_decimal()
-            ))),
+            Some(original) if Cents::parse_decimal(original).ok() != Some(amount) => {
+                Err(GatewayError::Rejected(format!(
+                    "txid {txid} already names a charge of {original} at the provider, not {}",
+                    amount.to_decimal()
+                )))
+            }
             _ => Ok(()),
         }
     }

@@ -123,7 +123,7 @@ impl Devolucao {
             )));
         }
         match self.valor.as_deref() {
-            Some(valor) if Cents::parse_brl(valor).ok() != Some(amount) => Err(GatewayError::Unknown(format!(
+            Some(valor) if Cents::parse_decimal(valor).ok() != Some(amount) => Err(GatewayError::Unknown(format!(
                 "devolução {id} at the provider is of {valor}, not {}",
                 amount.to_decimal()
             ))),
