@@ -1,5 +1,5 @@
-// Live conversation page: reloads the transcript and trace when the server says the
-// conversation changed (server-sent events). No build step, no dependencies.
+// Live conversation page: reloads the timeline when the server says the conversation
+// changed (server-sent events). No build step, no dependencies.
 (function () {
   "use strict";
   var root = document.getElementById("live");
@@ -19,7 +19,15 @@
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response.text();
       })
-      .then(function (html) { root.innerHTML = html; })
+      .then(function (html) {
+        // A trace the reader opened stays open across the reload.
+        var open = Array.prototype.map.call(root.querySelectorAll("details[open][id]"), function (d) { return d.id; });
+        root.innerHTML = html;
+        open.forEach(function (id) {
+          var d = document.getElementById(id);
+          if (d && root.contains(d)) d.open = true;
+        });
+      })
       .catch(function () { /* the next event tries again */ })
       .then(function () {
         loading = false;

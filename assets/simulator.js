@@ -224,6 +224,18 @@
       case "order_status":
         bubble.appendChild(el("div", "body", m.body));
         break;
+      case "location": {
+        // WhatsApp shows a map preview; here a pin and a link to the map.
+        const pin = el("a", "location", "📍 " + (m.name || "Localização"));
+        pin.href = "https://www.openstreetmap.org/?mlat=" + encodeURIComponent(m.latitude) +
+          "&mlon=" + encodeURIComponent(m.longitude) + "#map=17/" + encodeURIComponent(m.latitude) + "/" +
+          encodeURIComponent(m.longitude);
+        pin.target = "_blank";
+        pin.rel = "noopener";
+        bubble.appendChild(pin);
+        if (m.address) bubble.appendChild(el("div", "body", m.address));
+        break;
+      }
       default:
         bubble.appendChild(el("div", "body", "[mensagem " + m.type + "]"));
     }

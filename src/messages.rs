@@ -22,6 +22,8 @@ pub struct AgentGaveUp<'a> {
 pub struct SystemPrompt<'a> {
     pub business: &'a str,
     pub timezone: &'a str,
+    /// The street address from the tenant file, when it has one.
+    pub address: Option<&'a str>,
     /// One line each.
     pub services: Vec<(String,)>,
     pub professionals: Vec<(String,)>,
@@ -87,10 +89,32 @@ pub enum GuidedText<'a> {
     },
     SlotTaken,
     NoBookings,
+    /// The customer's bookings, one per line, then `ask` (one of the `WhichTo…`).
     Bookings {
         lines: Vec<String>,
+        ask: &'a str,
     },
+    WhichToChange,
+    WhichToMove,
+    WhichToCancel,
+    ChooseBookingButton,
     CancelButton,
+    /// A booking chosen from the list: what to do with it.
+    BookingChosen {
+        line: &'a str,
+    },
+    MoveButton,
+    CancelBookingButton,
+    BackToMenu,
+    /// The days offered for moving a booking.
+    ChooseNewDay,
+    /// No other free time for the booking's professional.
+    NoDaysToMove,
+    Address {
+        business: &'a str,
+        address: &'a str,
+    },
+    NoAddress,
     Problem,
     /// The answer to "obrigado", "ok".
     YoureWelcome,
@@ -191,6 +215,12 @@ pub enum ActionText<'a> {
     OfferCancellation {
         service: &'a str,
         when: &'a str,
+    },
+    OfferMove {
+        service: &'a str,
+        professional: &'a str,
+        from: &'a str,
+        to: &'a str,
     },
     OfferBooking {
         service: &'a str,

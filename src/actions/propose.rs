@@ -45,6 +45,8 @@ pub fn offer_message(id: ActionId, kind: ActionKind, text: &str) -> anyhow::Resu
     let (yes, no) = match kind {
         ActionKind::Attendance => (ActionText::AttendYes, ActionText::AttendNo),
         ActionKind::Cancellation => (ActionText::CancelYes, ActionText::CancelNo),
+        // "Cancelar" under a move would read as cancelling the booking.
+        ActionKind::Move => (ActionText::ConfirmButton, ActionText::CancelNo),
         _ => (ActionText::ConfirmButton, ActionText::DeclineButton),
     };
     let button = |decision, label| -> anyhow::Result<ReplyButton> {

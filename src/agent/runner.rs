@@ -140,6 +140,7 @@ impl AgentTurn {
         messages::render(&SystemPrompt {
             business: &tenant.name,
             timezone: tenant.timezone.name(),
+            address: tenant.settings.address.as_ref().map(|a| a.text.as_str()),
             services,
             professionals,
         })

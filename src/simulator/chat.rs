@@ -23,7 +23,7 @@ const REPLY_WAIT: Duration = Duration::from_secs(60);
 const SETTLE: Duration = Duration::from_millis(700);
 const POLL: Duration = Duration::from_millis(200);
 /// `--name`'s default: a customer's profile name.
-pub const DEFAULT_NAME: &str = "Cliente de Teste";
+pub const DEFAULT_NAME: &str = "Ana";
 
 #[derive(Clone)]
 pub struct ChatSession {
@@ -248,6 +248,10 @@ impl ChatSession {
 fn render(message: &OutboundMessage, choices: &mut Vec<Choice>, out: &mut impl Write) -> std::io::Result<()> {
     match message {
         OutboundMessage::Text { body } | OutboundMessage::OrderStatus { body, .. } => writeln!(out, "bot> {body}")?,
+        OutboundMessage::Location { latitude, longitude, name, address } => {
+            let place = [name.as_deref(), address.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" — ");
+            writeln!(out, "bot> [localização] {place} ({latitude}, {longitude})")?
+        }
         OutboundMessage::Buttons { body, buttons, .. } => {
             writeln!(out, "bot> {body}")?;
             for b in buttons {

@@ -15,7 +15,7 @@ use crate::booking::catalog::DAYS;
 use crate::booking::{BookingSettings, CatalogSpec, ProfessionalSpec, ServiceSpec, WeeklyHours};
 use crate::domain::{Cents, PhoneE164, Secret};
 use crate::pix::{PixSettings, RawPix};
-use crate::tenant::{ReminderSettings, TemplateRef, TenantSettings};
+use crate::tenant::{BusinessAddress, Pin, ReminderSettings, TemplateRef, TenantSettings};
 
 /// A validated tenant file.
 #[derive(Debug, Clone)]
@@ -57,6 +57,15 @@ struct RawFile {
     pix: Option<Spanned<RawPix>>,
     #[serde(default)]
     reminders: ReminderSettings,
+    address: Option<Spanned<RawAddress>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAddress {
+    text: String,
+    latitude: Option<f64>,
+    longitude: Option<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -176,11 +185,16 @@ impl TenantSpec {
         if raw.reminders.hours_before > 24 * 14 {
             return Err(invalid(raw.name.span(), "reminders.hours_before must be at most 336 (14 days)".into()));
         }
+        let address = match &raw.address {
+            None => None,
+            Some(a) => Some(parse_address(a.get_ref()).map_err(|e| invalid(a.span(), format!("address: {e}")))?),
+        };
         let settings = TenantSettings {
             pix,
             payments: raw.whatsapp.payments,
             charge_template: raw.whatsapp.charge_template.clone(),
             reminders: raw.reminders.clone(),
+            address,
         };
         Ok(Self {
             slug,
@@ -194,6 +208,23 @@ impl TenantSpec {
         })
     }
 }
+
+/// The street address customers read and, both or neither, the coordinates of its pin.
+fn parse_address(raw: &RawAddress) -> Result<BusinessAddress, String> {
+    let text = raw.text.trim();
+    if text.is_empty() || text.chars().count() > ADDRESS_MAX_CHARS {
+        return Err(format!("text must be 1-{ADDRESS_MAX_CHARS} characters"));
+    }
+    let pin = match (raw.latitude, raw.longitude) {
+        (Some(latitude), Some(longitude)) => Some(Pin::new(latitude, longitude)?),
+        (None, None) => None,
+        _ => return Err("give both latitude and longitude, or neither".into()),
+    };
+    Ok(BusinessAddress { text: text.to_owned(), pin })
+}
+
+/// Long enough for any street address; short enough for a WhatsApp text with the business's name.
+const ADDRESS_MAX_CHARS: usize = 300;
 
 fn parse_catalog(
     raw: &RawFile,

@@ -6,7 +6,7 @@ mod settings;
 mod staff;
 
 pub use file::{TenantFileError, TenantSpec};
-pub use settings::{DEFAULT_HOURS_BEFORE, ReminderSettings, TemplateRef, TenantSettings};
+pub use settings::{BusinessAddress, DEFAULT_HOURS_BEFORE, Pin, ReminderSettings, TemplateRef, TenantSettings};
 pub use staff::Staff;
 
 use chrono_tz::Tz;

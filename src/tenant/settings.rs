@@ -59,6 +59,62 @@ pub struct TenantSettings {
     pub charge_template: Option<TemplateRef>,
     #[serde(default)]
     pub reminders: ReminderSettings,
+    /// Where the business is: what a customer asking for the "endereço" gets.
+    #[serde(default)]
+    pub address: Option<BusinessAddress>,
+}
+
+/// The business's street address and, when the tenant file gives them, its coordinates: with
+/// them "endereço" is answered with a WhatsApp location pin, without them as text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusinessAddress {
+    pub text: String,
+    #[serde(default)]
+    pub pin: Option<Pin>,
+}
+
+/// A point on the map, in decimal degrees; built only through [`Pin::new`], so always on Earth.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "(f64, f64)", into = "(f64, f64)")]
+pub struct Pin {
+    latitude: f64,
+    longitude: f64,
+}
+
+// Finite by construction, so equality is an equivalence.
+impl Eq for Pin {}
+
+impl Pin {
+    pub fn new(latitude: f64, longitude: f64) -> Result<Self, String> {
+        if !(latitude.is_finite() && (-90.0..=90.0).contains(&latitude)) {
+            return Err(format!("latitude {latitude} must be between -90 and 90"));
+        }
+        if !(longitude.is_finite() && (-180.0..=180.0).contains(&longitude)) {
+            return Err(format!("longitude {longitude} must be between -180 and 180"));
+        }
+        Ok(Self { latitude, longitude })
+    }
+
+    pub fn latitude(self) -> f64 {
+        self.latitude
+    }
+
+    pub fn longitude(self) -> f64 {
+        self.longitude
+    }
+}
+
+impl TryFrom<(f64, f64)> for Pin {
+    type Error = String;
+    fn try_from((latitude, longitude): (f64, f64)) -> Result<Self, String> {
+        Self::new(latitude, longitude)
+    }
+}
+
+impl From<Pin> for (f64, f64) {
+    fn from(p: Pin) -> Self {
+        (p.latitude, p.longitude)
+    }
 }
 
 impl TenantSettings {

@@ -21,7 +21,7 @@ pub use voice::{Heard, Voice};
 use std::sync::Arc;
 
 use crate::actions::{ClickHandler, Proposer};
-use crate::agent::tools::{ProposeBooking, booking_tools, merchant_tools};
+use crate::agent::tools::{ProposeBooking, ProposeMove, booking_tools, merchant_tools};
 use crate::agent::{AgentSettings, AgentTurn, Audience, GuidedTurn, MerchantMenu};
 use crate::config::Config;
 use crate::jobs::{Replier, TurnHandler};
@@ -50,6 +50,7 @@ pub fn chain(ctx: &HandlerContext, model: Option<(&'static str, Arc<dyn ModelCli
     let tools = booking_tools(&ctx.store, &ctx.proposer, &ctx.clicks);
     let mut guided_tools = tools.clone();
     guided_tools.push(Arc::new(ProposeBooking { proposer: ctx.proposer.clone() }));
+    guided_tools.push(Arc::new(ProposeMove { proposer: ctx.proposer.clone() }));
     let guided: Arc<dyn TurnHandler> =
         Arc::new(GuidedTurn { executor: executor.clone(), tools: guided_tools, replier: ctx.replier.clone() });
     let staff_tools = merchant_tools(&ctx.store, &ctx.proposer, &ctx.clicks);

@@ -38,7 +38,8 @@ fn ids(m: &OutboundMessage) -> Vec<String> {
         OutboundMessage::Text { .. }
         | OutboundMessage::QrImage { .. }
         | OutboundMessage::OrderDetails { .. }
-        | OutboundMessage::OrderStatus { .. } => vec![],
+        | OutboundMessage::OrderStatus { .. }
+        | OutboundMessage::Location { .. } => vec![],
     }
 }
 
@@ -81,9 +82,11 @@ contract!(book_and_cancel_through_menus, |db| async move {
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
 
     let mine = say(db, &app, &s, text("wamid.g9", FROM, "Meus horários")).await;
-    let cancel = ids(&mine)[0].clone();
+    let chosen = say(db, &app, &s, click("wamid.g9b", "list_reply", &ids(&mine)[0])).await;
+    assert_eq!(ids(&chosen).len(), 3, "Remarcar, Cancelar horário, Voltar ao menu: {chosen:?}");
+    let cancel = ids(&chosen)[1].clone();
     assert!(cancel.starts_with("g:cancel:"), "{cancel}");
-    let sure = say(db, &app, &s, click("wamid.g10", "list_reply", &cancel)).await;
+    let sure = say(db, &app, &s, click("wamid.g10", "button_reply", &cancel)).await;
     let yes = ids(&sure)[0].clone();
     let cancelled = say(db, &app, &s, click("wamid.g11", "button_reply", &yes)).await;
     assert!(cancelled.body().starts_with("Pronto, o horário"), "{}", cancelled.body());
@@ -211,8 +214,11 @@ contract!(long_names_and_a_full_day_stay_within_limits, |db| async move {
     assert_no_iso_date(&booked);
     assert_eq!(db.store.count_active_appointments(t).await.unwrap(), 1);
     let mine = say_to(db, &app, t, text("wamid.crowded.mine", FROM, "meus horários")).await;
-    assert!(mine.validate().is_ok() && ids(&mine)[0].starts_with("g:cancel:"), "{mine:?}");
+    assert!(mine.validate().is_ok() && ids(&mine)[0].starts_with("g:bk:"), "{mine:?}");
     assert_no_iso_date(&mine);
+    let chosen = say_to(db, &app, t, click("wamid.crowded.chosen", "list_reply", &ids(&mine)[0])).await;
+    assert!(chosen.validate().is_ok() && chosen.body().contains(LONG_PROFESSIONAL), "{chosen:?}");
+    assert_no_iso_date(&chosen);
 
     // A crafted 10 KB click id is just not understood: the menu comes back.
     for (k, id) in [format!("g:time:{long}:1:{}", "9".repeat(10 * 1024)), "x".repeat(10 * 1024)].iter().enumerate() {
@@ -269,8 +275,117 @@ contract!(any_professional_shows_each_time_once_and_books_whoever_is_free, |db| 
     assert!(booked.body().starts_with("Pronto!"), "{}", booked.body());
     assert_eq!(ids(&booked), ["g:mine", "g:book"], "where to go next");
     // The cancellation's buttons say what they do.
-    let mine = say(db, &app, &s, click("wamid.a5", "button_reply", "g:mine")).await;
-    let offer = say(db, &app, &s, click("wamid.a6", "list_reply", &ids(&mine)[0])).await;
+    let cancel = say(db, &app, &s, text("wamid.a5", FROM, "quero cancelar")).await;
+    assert!(ids(&cancel)[0].starts_with("g:cancel:"), "\"cancelar\" lists what to cancel: {cancel:?}");
+    let offer = say(db, &app, &s, click("wamid.a6", "list_reply", &ids(&cancel)[0])).await;
     let OutboundMessage::Buttons { buttons, .. } = &offer else { panic!("{offer:?}") };
     assert_eq!(buttons.iter().map(|b| b.title.as_str()).collect::<Vec<_>>(), ["Sim, cancelar", "Manter horário"]);
+});
+
+/// Books the first time the menu offers for Corte with Zé; the booking's start.
+async fn book_first(db: &TestDb, app: &TestApp, s: &Scenario, tag: &str) -> chrono::DateTime<chrono::Utc> {
+    let days = say(db, app, s, click(&format!("{tag}1"), "list_reply", &format!("g:pro:{}:{}", s.corte, s.ze))).await;
+    let times = say(db, app, s, click(&format!("{tag}2"), "list_reply", &ids(&days)[0])).await;
+    let confirm = say(db, app, s, click(&format!("{tag}3"), "list_reply", &ids(&times)[0])).await;
+    let booked = say(db, app, s, click(&format!("{tag}4"), "button_reply", &ids(&confirm)[0])).await;
+    assert!(booked.body().starts_with("Pronto!"), "{}", booked.body());
+    starts(db, s).await[0]
+}
+
+/// The starts of the tenant's active appointments.
+async fn starts(db: &TestDb, s: &Scenario) -> Vec<chrono::DateTime<chrono::Utc>> {
+    let (from, to) =
+        (chrono::Utc::now() - chrono::TimeDelta::days(1), chrono::Utc::now() + chrono::TimeDelta::days(60));
+    let agenda = balcao::store::AgendaStore::agenda(&db.store, s.tenant.id, from, to).await.unwrap();
+    agenda.into_iter().map(|(a, _, _)| a.starts_at).collect()
+}
+
+contract!(a_booking_is_moved_through_the_menu_only_on_confirmar, |db| async move {
+    let s = Scenario::new(db).await;
+    let mut config = test_config("http://127.0.0.1:9", &[]);
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+    let before = book_first(db, &app, &s, "wamid.m").await;
+
+    // "remarcar" lists the bookings to move; one chosen offers its days, then its times.
+    let mine = say(db, &app, &s, text("wamid.m5", FROM, "preciso remarcar")).await;
+    assert!(mine.body().contains("Qual horário você quer remarcar?"), "{}", mine.body());
+    let booking = ids(&mine)[0].clone();
+    assert!(booking.starts_with("g:mv:"), "{booking}");
+    let days = say(db, &app, &s, click("wamid.m6", "list_reply", &booking)).await;
+    assert!(days.body().contains("remarcar"), "{}", days.body());
+    let day = ids(&days).last().unwrap().clone();
+    assert!(day.starts_with("g:mvday:"), "{day}");
+    let times = say(db, &app, &s, click("wamid.m7", "list_reply", &day)).await;
+    let time = ids(&times)[0].clone();
+    assert!(time.starts_with("g:mvtime:"), "{time}");
+    let offer = say(db, &app, &s, click("wamid.m8", "list_reply", &time)).await;
+    assert!(offer.body().starts_with("Confirma a remarcação de Corte masculino com Zé de "), "{}", offer.body());
+    let OutboundMessage::Buttons { buttons, .. } = &offer else { panic!("{offer:?}") };
+    assert_eq!(buttons.iter().map(|b| b.title.as_str()).collect::<Vec<_>>(), ["Confirmar", "Manter horário"]);
+    assert_eq!(starts(db, &s).await, [before], "nothing moves before Confirmar");
+
+    // The same time chosen again offers it anew, replacing the first offer; Confirmar moves once.
+    let again = say(db, &app, &s, click("wamid.m9", "list_reply", &time)).await;
+    let stale = say(db, &app, &s, click("wamid.m9b", "button_reply", &buttons[0].id)).await;
+    assert!(stale.body().contains("substituída"), "{}", stale.body());
+    assert_eq!(starts(db, &s).await, [before]);
+    let OutboundMessage::Buttons { buttons, .. } = &again else { panic!("{again:?}") };
+    let moved = say(db, &app, &s, click("wamid.m10", "button_reply", &buttons[0].id)).await;
+    assert!(moved.body().starts_with("Pronto, seu horário agora é"), "{}", moved.body());
+    assert_eq!(ids(&moved), ["g:mine", "g:book"], "where to go next");
+    let after = starts(db, &s).await;
+    assert_eq!(after.len(), 1, "moved, not booked twice");
+    assert_ne!(after[0], before);
+    // The new time's row tapped again: already there, no second offer.
+    let there = say(db, &app, &s, click("wamid.m10b", "list_reply", &time)).await;
+    assert!(there.body().contains("já está confirmado"), "{}", there.body());
+    let twice = say(db, &app, &s, click("wamid.m11", "button_reply", &buttons[0].id)).await;
+    assert!(twice.body().contains("já foi confirmado"), "{}", twice.body());
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+
+    // "Manter horário" on a new proposal leaves it where it is.
+    let mine = say(db, &app, &s, click("wamid.m12", "button_reply", "g:mine")).await;
+    let chosen = say(db, &app, &s, click("wamid.m13", "list_reply", &ids(&mine)[0])).await;
+    let days = say(db, &app, &s, click("wamid.m14", "button_reply", &ids(&chosen)[0])).await;
+    let times = say(db, &app, &s, click("wamid.m15", "list_reply", &ids(&days)[0])).await;
+    let offer = say(db, &app, &s, click("wamid.m16", "list_reply", &ids(&times)[0])).await;
+    let keep = say(db, &app, &s, click("wamid.m17", "button_reply", &ids(&offer)[1])).await;
+    assert!(keep.body().contains("não fiz nada"), "{}", keep.body());
+    assert_eq!(starts(db, &s).await, after);
+});
+
+contract!(endereco_answers_with_the_location_pin_or_says_it_is_missing, |db| async move {
+    let s = Scenario::new(db).await;
+    let mut config = test_config("http://127.0.0.1:9", &[]);
+    config.whatsapp.access_token = None;
+    let app = TestApp::spawn(db, config).await;
+
+    let missing = say(db, &app, &s, text("wamid.e1", FROM, "qual o endereço?")).await;
+    assert!(missing.body().contains("Não tenho o endereço"), "{}", missing.body());
+    assert!(missing.body().contains("atendente"), "{}", missing.body());
+
+    let file = crate::support::scenario::catalog_file(
+        "barbearia",
+        crate::support::common::PHONE_NUMBER_ID,
+        "America/Sao_Paulo",
+    ) + "\n[address]\ntext = \"Rua Augusta, 1500 - Consolação, São Paulo - SP\"\nlatitude = -23.5558\nlongitude = -46.6622\n";
+    let spec = balcao::tenant::TenantSpec::parse(&file).unwrap();
+    db.store.apply_tenant(&spec, chrono::Utc::now()).await.unwrap();
+    app.post_webhook(&bytes(&envelope(PHONE_NUMBER_ID, FROM, vec![text("wamid.e2", FROM, "onde fica?")]))).await;
+    app.drain_turns().await;
+    let sent = db.store.list_outbound(s.tenant.id).await.unwrap();
+    let (pin, text_after) = (&sent[sent.len() - 2].message.0, &sent[sent.len() - 1].message.0);
+    let OutboundMessage::Location { latitude, longitude, name, address } = pin else { panic!("{pin:?}") };
+    assert_eq!((latitude.as_str(), longitude.as_str()), ("-23.5558", "-46.6622"));
+    assert_eq!(name.as_deref(), Some("Barbearia do Zé"));
+    assert_eq!(address.as_deref(), Some("Rua Augusta, 1500 - Consolação, São Paulo - SP"));
+    assert!(text_after.body().contains("Rua Augusta, 1500"), "{}", text_after.body());
+    assert_eq!(ids(text_after), ["g:book", "g:mine"], "with the menu");
+    // Only coordinates on the map are accepted.
+    let bad = file.replace("-46.6622", "-246.6622");
+    let refused = balcao::tenant::TenantSpec::parse(&bad).unwrap_err().to_string();
+    assert!(refused.contains("longitude"), "{refused}");
+    let half = file.replace("longitude = -46.6622\n", "");
+    assert!(balcao::tenant::TenantSpec::parse(&half).unwrap_err().to_string().contains("both"));
 });

@@ -318,3 +318,27 @@ contract!(an_accepted_order_and_its_status_update_go_out_as_documented, |db| asy
     let rows = db.store.list_outbound(s.tenant.id).await.unwrap();
     assert!(rows.iter().all(|r| r.status == "sent" && r.last_error.is_none()), "{rows:?}");
 });
+
+contract!(a_location_pin_goes_out_with_its_coordinates_name_and_address, |db| async move {
+    let s = Setup::new(db).await;
+    let pin = OutboundMessage::location(
+        -23.5558,
+        -46.6622,
+        Some("Barbearia do Zé".into()),
+        Some("Rua Augusta, 1500 - Consolação, São Paulo - SP".into()),
+    )
+    .unwrap();
+    s.queue(db, "turn:1:0", pin).await;
+    let outcomes = s.app.drain_outbox().await;
+    assert!(matches!(outcomes.as_slice(), [SendOutcome::Sent { .. }]), "{outcomes:?}");
+    let sends = s.graph.sends();
+    assert_eq!(sends[0].body["type"], "location");
+    assert_eq!(
+        sends[0].body["location"],
+        json!({ "latitude": "-23.5558", "longitude": "-46.6622", "name": "Barbearia do Zé",
+                "address": "Rua Augusta, 1500 - Consolação, São Paulo - SP" })
+    );
+    // A point off the map is refused when built, before Meta would refuse it.
+    assert!(OutboundMessage::location(-91.0, 0.0, None, None).is_err());
+    assert!(OutboundMessage::location(0.0, f64::NAN, None, None).is_err());
+});

@@ -13,7 +13,7 @@ use crate::support::common::TestDb;
 
 const EMAIL: &str = "ze@barbearia.example";
 const PASSWORD: &str = "senha-forte-123";
-const CUSTOMER: &str = "5511999990001";
+const CUSTOMER: &str = "5511900000001";
 
 async fn login(b: &Browser, server: &Server, db: &TestDb) {
     balcao::http::console::auth::add_admin(&db.store, EMAIL, PASSWORD, SLUG).await.expect("add admin");
@@ -155,3 +155,32 @@ contract!(a_person_takes_a_conversation_over_and_hands_it_back, |db| async move 
     b.close().await;
     server.stop().await;
 });
+
+/// The README demo's last step: the admin logs in, opens **Conversas** and the customer's
+/// conversation, and finds the "remarcar" turn folded right under the message it answered,
+/// before the bot's answer; one click unfolds it.
+pub async fn readme_console_step(b: &Browser, server: &Server, db: &TestDb, customer: &str) {
+    login(b, server, db).await;
+    b.goto(&format!("{}/admin", server.url)).await;
+    b.click("nav a[href$=\"/conversations\"]").await;
+    let (conversation, _) = conversation(db, customer).await;
+    b.click(&format!("main a[href$=\"/conversations/{}\"]", conversation.0)).await;
+    b.wait_for_text(".timeline .bubble.in .text", "remarcar").await;
+    let script = "const all = [...document.querySelectorAll('.timeline > *')]; \
+                  const asked = all.findIndex(e => e.matches('.bubble.in') && \
+                    e.querySelector('.text').textContent.trim() === 'remarcar'); \
+                  if (asked < 0) return 'no remarcar bubble'; \
+                  const trace = all[asked + 1]; \
+                  if (!trace || !trace.matches('details.trace')) return 'no trace right after it'; \
+                  const answer = all.slice(asked + 2).find(e => e.matches('.bubble')); \
+                  if (!answer || !answer.matches('.bubble.out') || \
+                    !answer.textContent.includes('Qual horário você quer remarcar?')) return 'no answer after the trace'; \
+                  trace.querySelector('summary').click(); \
+                  trace.scrollIntoView({ block: 'center' }); \
+                  return trace.open ? 'ok' : 'closed';";
+    assert_eq!(b.eval(script, vec![]).await, json!("ok"));
+    let page = b.eval("return document.querySelector('main').innerText", vec![]).await;
+    let page = page.as_str().unwrap_or_default();
+    assert!(!page.contains("Enviada") && !page.contains("não enviada"), "{page}");
+    b.screenshot("8-console-timeline").await;
+}

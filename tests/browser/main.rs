@@ -15,4 +15,5 @@ mod support {
 pub mod harness;
 
 mod console;
+mod readme_demo;
 mod simulator;

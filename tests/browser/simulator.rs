@@ -20,14 +20,14 @@ pub async fn next_choices(b: &Browser, after: i64) -> i64 {
 }
 
 /// The choices (`data-id`) of bot message `id`.
-async fn choices(b: &Browser, id: i64) -> Vec<String> {
+pub async fn choices(b: &Browser, id: i64) -> Vec<String> {
     let script = "return [...document.querySelectorAll(`.msg.in[data-id=\"${arguments[0]}\"] \
                   :is(button.reply, .list-row)`)].map(e => e.dataset.id);";
     let value = b.eval(script, vec![json!(id)]).await;
     value.as_array().expect("ids").iter().filter_map(Value::as_str).map(str::to_owned).collect()
 }
 
-async fn click_choice(b: &Browser, message: i64, choice: &str) {
+pub async fn click_choice(b: &Browser, message: i64, choice: &str) {
     b.click(&format!(".msg.in[data-id=\"{message}\"] [data-id=\"{choice}\"]")).await;
 }
 
@@ -51,7 +51,7 @@ pub async fn connected(b: &Browser, wa_id: &str) {
 /// guided menu, up to its "Pronto!".
 pub async fn book_by_buttons(b: &Browser, server: &Server) {
     b.goto(&format!("{}/simulator?tenant={SLUG}", server.url)).await;
-    connected(b, "5511999990001").await;
+    connected(b, "5511900000001").await;
     b.screenshot("1-open").await;
 
     // What the customer types is shown as text, never as markup.
@@ -100,7 +100,7 @@ contract!(a_customer_books_through_the_menu_buttons, |db| async move {
 /// confirms, the customer sees the Pix and "pays" it in the sandbox, and both are told.
 pub async fn charge_and_pay(b: &Browser, server: &Server) {
     b.goto(&format!("{}/simulator?tenant={SLUG}", server.url)).await;
-    connected(b, "5511999990001").await;
+    connected(b, "5511900000001").await;
     // The customer writes first: a charge goes out as free-form messages inside the window.
     say(b, "oi").await;
     next_choices(b, 0).await;
@@ -116,7 +116,7 @@ pub async fn charge_and_pay(b: &Browser, server: &Server) {
     // The customer who just wrote is offered: one tap instead of typing the number.
     b.wait_for_text(".msg.in", "Para quem é a cobrança?").await;
     let ask = next_choices(b, menu).await;
-    click_choice(b, ask, "m:to:5511999990001").await;
+    click_choice(b, ask, "m:to:5511900000001").await;
     b.wait_for_text(".msg.in", "descrição").await;
     say(b, "Corte e barba").await;
     let offer = next_choices(b, ask).await;
@@ -133,7 +133,7 @@ pub async fn charge_and_pay(b: &Browser, server: &Server) {
     b.screenshot("3-sent").await;
 
     b.click("#as-customer").await;
-    connected(b, "5511999990001").await;
+    connected(b, "5511900000001").await;
     b.wait_for(".copia-e-cola").await;
     b.wait_until(
         "the QR image",

@@ -46,6 +46,25 @@ pub(super) enum Click {
         professional: i64,
         at: DateTime<Utc>,
     },
+    /// A booking chosen from "Meus horários": move or cancel it.
+    Booking {
+        booking: i64,
+    },
+    /// Move a booking: the days its professional has the service free.
+    Move {
+        booking: i64,
+    },
+    /// A day chosen for the move: its times.
+    MoveDay {
+        booking: i64,
+        date: NaiveDate,
+        page: usize,
+    },
+    /// A time chosen for the move: the confirmation.
+    MoveTime {
+        booking: i64,
+        at: DateTime<Utc>,
+    },
     Cancel {
         booking: i64,
     },
@@ -74,6 +93,12 @@ impl Click {
             Self::Confirm { service, professional, at } => {
                 format!("g:ok:{service}:{professional}:{}", at.format(ID_INSTANT))
             }
+            Self::Booking { booking } => format!("g:bk:{booking}"),
+            Self::Move { booking } => format!("g:mv:{booking}"),
+            Self::MoveDay { booking, date, page: p } => {
+                format!("g:mvday:{booking}:{}{}", date.format("%Y-%m-%d"), page(p))
+            }
+            Self::MoveTime { booking, at } => format!("g:mvtime:{booking}:{}", at.format(ID_INSTANT)),
             Self::Cancel { booking } => format!("g:cancel:{booking}"),
             Self::CancelConfirmed { booking } => format!("g:cancelok:{booking}"),
         }
@@ -90,9 +115,11 @@ impl Click {
             None => Some(0),
             Some(p) => p.parse::<usize>().ok(),
         };
-        // An instant holds its own colon (HH:MM): rejoin the tail.
-        let at = || parse_instant(&parts.get(4..)?.join(":")).ok();
-        let date = || NaiveDate::parse_from_str(parts.get(4)?, "%Y-%m-%d").ok();
+        // An instant holds its own colon (HH:MM): rejoin the tail from `i`.
+        let at_from = |i: usize| parse_instant(&parts.get(i..)?.join(":")).ok();
+        let at = || at_from(4);
+        let date_at = |i: usize| NaiveDate::parse_from_str(parts.get(i)?, "%Y-%m-%d").ok();
+        let date = || date_at(4);
         Some(match parts.as_slice() {
             ["g", "menu"] => Self::Menu,
             ["g", "book"] | ["g", "book", _] => Self::Book { page: page(2)? },
@@ -104,6 +131,12 @@ impl Click {
             }
             ["g", "time", _, _, _, _] => Self::Time { service: n(2)?, professional: n(3)?, at: at()? },
             ["g", "ok", _, _, _, _] => Self::Confirm { service: n(2)?, professional: n(3)?, at: at()? },
+            ["g", "bk", _] => Self::Booking { booking: n(2)? },
+            ["g", "mv", _] => Self::Move { booking: n(2)? },
+            ["g", "mvday", _, _] | ["g", "mvday", _, _, _] => {
+                Self::MoveDay { booking: n(2)?, date: date_at(3)?, page: page(4)? }
+            }
+            ["g", "mvtime", _, _, _] => Self::MoveTime { booking: n(2)?, at: at_from(3)? },
             ["g", "cancel", _] => Self::Cancel { booking: n(2)? },
             ["g", "cancelok", _] => Self::CancelConfirmed { booking: n(2)? },
             _ => return None,

@@ -12,6 +12,12 @@ use crate::domain::keyword::fold;
 pub(super) enum Intent {
     /// Its bookings (to see, move or cancel one).
     Mine,
+    /// Move one of its bookings.
+    Move,
+    /// Cancel one of its bookings.
+    Cancel,
+    /// Where the business is.
+    Address,
     Book,
     /// The services and their prices.
     Prices,
@@ -21,17 +27,29 @@ pub(super) enum Intent {
     Unknown,
 }
 
-/// Phrases, most specific first: changing a booking, then a new one (so "quero marcar meu
+/// Phrases, most specific first: changing a booking and the address, then a new one (so "quero marcar meu
 /// horário" books), then the bookings, prices, greetings and thanks. Words are folded (no
 /// accents, lowercase).
 const PHRASES: &[(&str, Intent)] = &[
     ("meus horarios", Intent::Mine),
     ("meus agendamentos", Intent::Mine),
     ("minhas reservas", Intent::Mine),
-    ("remarcar", Intent::Mine),
-    ("reagendar", Intent::Mine),
-    ("desmarcar", Intent::Mine),
-    ("cancelar", Intent::Mine),
+    ("remarcar", Intent::Move),
+    ("reagendar", Intent::Move),
+    ("mudar o horario", Intent::Move),
+    ("mudar meu horario", Intent::Move),
+    ("trocar o horario", Intent::Move),
+    ("trocar meu horario", Intent::Move),
+    ("mudar de horario", Intent::Move),
+    ("trocar de horario", Intent::Move),
+    ("adiar", Intent::Move),
+    ("desmarcar", Intent::Cancel),
+    ("cancelar", Intent::Cancel),
+    ("endereco", Intent::Address),
+    ("onde fica", Intent::Address),
+    ("onde voces ficam", Intent::Address),
+    ("localizacao", Intent::Address),
+    ("como chegar", Intent::Address),
     ("agendar", Intent::Book),
     ("marcar", Intent::Book),
     ("meu horario", Intent::Mine),
@@ -117,9 +135,16 @@ mod tests {
     fn keywords_and_close_spellings_reach_their_screens() {
         for (text, expected) in [
             ("Meus horários", Intent::Mine),
-            ("quero remarcar meu horário", Intent::Mine),
-            ("CANCELAR!", Intent::Mine),
-            ("cancelr", Intent::Mine),
+            ("quero remarcar meu horário", Intent::Move),
+            ("dá pra mudar o horário?", Intent::Move),
+            ("quero trocar de horário", Intent::Move),
+            ("posso adiar?", Intent::Move),
+            ("CANCELAR!", Intent::Cancel),
+            ("cancelr", Intent::Cancel),
+            ("qual o endereço?", Intent::Address),
+            ("Endereco", Intent::Address),
+            ("onde fica a barbearia", Intent::Address),
+            ("enderço", Intent::Address),
             ("meus horaros", Intent::Mine),
             ("Oi, quero marcar um corte", Intent::Book),
             ("tem horário amanhã?", Intent::Book),

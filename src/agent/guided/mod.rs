@@ -1,9 +1,11 @@
 //! The guided agent: a deterministic menu with WhatsApp lists and reply buttons, for tenants
 //! without a model and as the fallback when the model provider fails.
 //!
-//! service → professional (or any) → day → time → confirm; "meus horários"; cancel. The
-//! confirmations are pending actions (`crate::actions`): choosing a time or a booking to
-//! cancel proposes it, and the proposal's own buttons confirm it on the click path. Button and list ids carry everything the next step needs (`g:…`), so a
+//! service → professional (or any) → day → time → confirm; "meus horários" → a booking → move
+//! (day → time → confirm) or cancel ([`mine`]); "endereço" sends the business's location pin
+//! before the text ([`address`]). The confirmations are pending actions (`crate::actions`):
+//! choosing a time, a new time or a booking to cancel proposes it, and the proposal's own
+//! buttons confirm it on the click path. Button and list ids carry everything the next step needs (`g:…`), so a
 //! click is understood without stored menu state; a stale or replayed click is answered from
 //! the same tools and executor as the model uses, so a replayed "Confirmar" gets
 //! `already_done`, never a second booking. Free text reaches its screen by keyword
@@ -34,15 +36,55 @@ use crate::store::InboundMessage;
 use crate::whatsapp::message::{BUTTON_ID_MAX, LIST_ROWS_MAX};
 use crate::whatsapp::{ListRow, stored};
 
+mod address;
 mod click;
 mod intent;
+mod mine;
 mod screen;
 #[cfg(test)]
 mod tests;
 
 use click::Click;
 use intent::{Intent, intent};
+use mine::Purpose;
 use screen::{Choices, Screen, build, button, day_label, page_of, paged, row, when};
+
+/// What the days and times are being picked for: a new booking, or moving one (same service
+/// and professional). It decides the ids of the rows, so the next click keeps going.
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    New { service: i64, professional: i64 },
+    Move { booking: i64, service: i64, professional: i64 },
+}
+
+impl Pick {
+    fn service(self) -> i64 {
+        match self {
+            Self::New { service, .. } | Self::Move { service, .. } => service,
+        }
+    }
+
+    /// 0: any professional.
+    fn professional(self) -> i64 {
+        match self {
+            Self::New { professional, .. } | Self::Move { professional, .. } => professional,
+        }
+    }
+
+    fn day(self, date: NaiveDate, page: usize) -> Click {
+        match self {
+            Self::New { service, professional } => Click::Day { service, professional, date, page },
+            Self::Move { booking, .. } => Click::MoveDay { booking, date, page },
+        }
+    }
+
+    fn time(self, professional: i64, at: DateTime<Utc>) -> Click {
+        match self {
+            Self::New { service, .. } => Click::Time { service, professional, at },
+            Self::Move { booking, .. } => Click::MoveTime { booking, at },
+        }
+    }
+}
 
 /// Days looked at when offering dates: two weeks covers a weekly schedule twice.
 pub(super) const DAYS_AHEAD: i64 = 14;
@@ -78,13 +120,13 @@ impl GuidedTurn {
     }
 
     async fn menu(&self, turn: &Turn) -> anyhow::Result<Screen> {
-        Ok(Screen {
-            text: guided(T::Menu { business: &turn.tenant.name, customer: turn.contact.profile_name.as_deref() })?,
-            choices: Choices::Buttons(vec![
+        Ok(Screen::new(
+            guided(T::Menu { business: &turn.tenant.name, customer: turn.contact.profile_name.as_deref() })?,
+            Choices::Buttons(vec![
                 button(&Click::Book { page: 0 }, &guided(T::MenuBook)?),
                 button(&Click::Mine { page: 0 }, &guided(T::MenuMine)?),
             ]),
-        })
+        ))
     }
 
     async fn services(&self, turn: &Turn, page: usize) -> anyhow::Result<Screen> {
@@ -104,10 +146,7 @@ impl GuidedTurn {
             .collect();
         let more = guided(T::MoreOptions)?;
         let rows = paged(rows, page, |next| Ok(row(&Click::Book { page: next }, &more, None)))?;
-        Ok(Screen {
-            text: guided(T::ChooseService)?,
-            choices: Choices::List { button: guided(T::ServicesButton)?, rows },
-        })
+        Ok(Screen::new(guided(T::ChooseService)?, Choices::List { button: guided(T::ServicesButton)?, rows }))
     }
 
     async fn professionals(&self, turn: &Turn, service: i64, page: usize) -> anyhow::Result<Screen> {
@@ -122,10 +161,10 @@ impl GuidedTurn {
         let more = guided(T::MoreOptions)?;
         let rows = paged(rows, page, |next| Ok(row(&Click::Service { service, page: next }, &more, None)))?;
         let name = s["name"].as_str().unwrap_or("?");
-        Ok(Screen {
-            text: guided(T::ChooseProfessional { service: name })?,
-            choices: Choices::List { button: guided(T::ProfessionalsButton)?, rows },
-        })
+        Ok(Screen::new(
+            guided(T::ChooseProfessional { service: name })?,
+            Choices::List { button: guided(T::ProfessionalsButton)?, rows },
+        ))
     }
 
     async fn slots(&self, turn: &Turn, service: i64, professional: i64, date: NaiveDate) -> anyhow::Result<Vec<Value>> {
@@ -140,14 +179,15 @@ impl GuidedTurn {
             .unwrap_or_default())
     }
 
-    async fn days(&self, turn: &Turn, service: i64, professional: i64) -> anyhow::Result<Screen> {
+    /// The days with a free time for what is being picked (a new booking, or a move).
+    async fn days(&self, turn: &Turn, pick: Pick) -> anyhow::Result<Screen> {
         let tz = turn.tenant.timezone;
         let today = Utc::now().with_timezone(&tz).date_naive();
         let mut rows = Vec::new();
         for offset in 0..DAYS_AHEAD {
             let date = today + TimeDelta::days(offset);
-            if !self.slots(turn, service, professional, date).await?.is_empty() {
-                rows.push(row(&Click::Day { service, professional, date, page: 0 }, &day_label(date)?, None));
+            if !self.slots(turn, pick.service(), pick.professional(), date).await?.is_empty() {
+                rows.push(row(&pick.day(date, 0), &day_label(date)?, None));
             }
             if rows.len() == LIST_ROWS_MAX {
                 break;
@@ -155,23 +195,29 @@ impl GuidedTurn {
         }
         if rows.is_empty() {
             let mut screen = self.menu(turn).await?;
-            screen.text = guided(T::NoDays)?;
+            screen.text = guided(match pick {
+                Pick::New { .. } => T::NoDays,
+                Pick::Move { .. } => T::NoDaysToMove,
+            })?;
             return Ok(screen);
         }
-        Ok(Screen { text: guided(T::ChooseDay)?, choices: Choices::List { button: guided(T::DaysButton)?, rows } })
+        let text = match pick {
+            Pick::New { .. } => guided(T::ChooseDay)?,
+            Pick::Move { .. } => guided(T::ChooseNewDay)?,
+        };
+        Ok(Screen::new(text, Choices::List { button: guided(T::DaysButton)?, rows }))
     }
 
     async fn times(
         &self,
         turn: &Turn,
-        service: i64,
-        professional: i64,
+        pick: Pick,
         date: NaiveDate,
         page: usize,
         text: Option<String>,
     ) -> anyhow::Result<Screen> {
         let tz = turn.tenant.timezone;
-        let mut slots = self.slots(turn, service, professional, date).await?;
+        let mut slots = self.slots(turn, pick.service(), pick.professional(), date).await?;
         // "Qualquer profissional": each time once, taken by the first professional free then.
         let mut seen = std::collections::HashSet::new();
         slots.retain(|s| seen.insert(s["starts_at"].as_str().unwrap_or_default().to_owned()));
@@ -179,22 +225,21 @@ impl GuidedTurn {
             .iter()
             .filter_map(|s| {
                 let at = parse_instant(s["starts_at"].as_str()?).ok()?;
-                let click = Click::Time { service, professional: s["professional_id"].as_i64()?, at };
+                let click = pick.time(s["professional_id"].as_i64()?, at);
                 let time = at.with_timezone(&tz).format("%H:%M").to_string();
                 Some(row(&click, &time, s["professional_name"].as_str()))
             })
             .collect();
         if rows.is_empty() {
-            return self.days(turn, service, professional).await;
+            return self.days(turn, pick).await;
         }
         let more = guided(T::MoreTimes)?;
-        let rows =
-            paged(rows, page, |next| Ok(row(&Click::Day { service, professional, date, page: next }, &more, None)))?;
+        let rows = paged(rows, page, |next| Ok(row(&pick.day(date, next), &more, None)))?;
         let text = match text {
             Some(t) => t,
             None => guided(T::ChooseTime { day: &day_label(date)? })?,
         };
-        Ok(Screen { text, choices: Choices::List { button: guided(T::TimesButton)?, rows } })
+        Ok(Screen::new(text, Choices::List { button: guided(T::TimesButton)?, rows }))
     }
 
     /// Proposes the booking: its Confirmar/Cancelar buttons are the next screen, sent with the
@@ -204,67 +249,27 @@ impl GuidedTurn {
         // The same spelling as the id, so a replayed click is the same call for the ledger.
         let starts_at = at.format(ID_INSTANT).to_string();
         let input = json!({ "service_id": service, "professional_id": professional, "starts_at": starts_at });
-        match self.call(turn, "propose_booking", input).await? {
+        let outcome = self.call(turn, "propose_booking", input).await?;
+        self.proposed(turn, outcome, Pick::New { service, professional }, at).await
+    }
+
+    /// The screen after a booking or move proposal: nothing (its buttons went out), the day's
+    /// other times when the slot was taken, or the customer's bookings when they are busy then.
+    async fn proposed(&self, turn: &Turn, outcome: Outcome, pick: Pick, at: DateTime<Utc>) -> anyhow::Result<Screen> {
+        match outcome {
             Outcome::Executed(_) | Outcome::AlreadyDone(_) => Ok(Screen::sent()),
             Outcome::Failed { details, .. }
                 if details["reason"] == "slot_taken" || details["reason"] == "not_available" =>
             {
                 let date = at.with_timezone(&turn.tenant.timezone).date_naive();
-                self.times(turn, service, professional, date, 0, Some(guided(T::SlotTaken)?)).await
+                self.times(turn, pick, date, 0, Some(guided(T::SlotTaken)?)).await
             }
             Outcome::Failed { details, .. } if details["reason"] == "customer_busy" => {
-                let mut screen = self.mine(turn, 0).await?;
+                let mut screen = self.mine(turn, 0, Purpose::Manage).await?;
                 screen.text = guided(T::AlreadyBooked { when: &when_at(turn.tenant.timezone, at) })?;
                 Ok(screen)
             }
             _ => self.problem(turn).await,
-        }
-    }
-
-    async fn mine(&self, turn: &Turn, page: usize) -> anyhow::Result<Screen> {
-        let Some(v) = self.value(turn, "list_my_bookings", json!({})).await? else { return self.problem(turn).await };
-        let tz = turn.tenant.timezone;
-        let bookings: Vec<&Value> =
-            v["bookings"].as_array().into_iter().flatten().filter(|b| b["booking_id"].is_i64()).collect();
-        if bookings.is_empty() {
-            let mut screen = self.menu(turn).await?;
-            screen.text = guided(T::NoBookings)?;
-            return Ok(screen);
-        }
-        let (range, next) = page_of(bookings.len(), page);
-        let shown = &bookings[range];
-        let lines = shown
-            .iter()
-            .map(|b| {
-                format!(
-                    "{} — {} com {}",
-                    when(tz, b["starts_at"].as_str().unwrap_or("")),
-                    b["service"].as_str().unwrap_or("?"),
-                    b["professional"].as_str().unwrap_or("?")
-                )
-            })
-            .collect();
-        let mut rows: Vec<ListRow> = shown
-            .iter()
-            .filter_map(|b| {
-                let click = Click::Cancel { booking: b["booking_id"].as_i64()? };
-                Some(row(&click, &when(tz, b["starts_at"].as_str().unwrap_or("")), b["service"].as_str()))
-            })
-            .collect();
-        if let Some(next) = next {
-            rows.push(row(&Click::Mine { page: next }, &guided(T::MoreOptions)?, None));
-        }
-        Ok(Screen {
-            text: guided(T::Bookings { lines })?,
-            choices: Choices::List { button: guided(T::CancelButton)?, rows },
-        })
-    }
-
-    /// Proposes the cancellation: its buttons are the next screen.
-    async fn propose_cancel(&self, turn: &Turn, booking: i64) -> anyhow::Result<Screen> {
-        match self.call(turn, "cancel_booking", json!({ "booking_id": booking })).await? {
-            Outcome::Executed(_) | Outcome::AlreadyDone(_) => Ok(Screen::sent()),
-            _ => self.mine(turn, 0).await,
         }
     }
 
@@ -292,11 +297,13 @@ impl GuidedTurn {
         match click {
             Some(Click::Menu) => self.menu(turn).await,
             Some(Click::Book { page }) => self.services(turn, page).await,
-            Some(Click::Mine { page }) => self.mine(turn, page).await,
+            Some(Click::Mine { page }) => self.mine(turn, page, Purpose::Manage).await,
             Some(Click::Service { service, page }) => self.professionals(turn, service, page).await,
-            Some(Click::Professional { service, professional }) => self.days(turn, service, professional).await,
+            Some(Click::Professional { service, professional }) => {
+                self.days(turn, Pick::New { service, professional }).await
+            }
             Some(Click::Day { service, professional, date, page }) => {
-                self.times(turn, service, professional, date, page, None).await
+                self.times(turn, Pick::New { service, professional }, date, page, None).await
             }
             // `g:ok` and `g:cancelok` were confirmations before pending actions; a tap on one
             // found in an old chat now only proposes again.
@@ -306,11 +313,18 @@ impl GuidedTurn {
             Some(Click::Cancel { booking } | Click::CancelConfirmed { booking }) => {
                 self.propose_cancel(turn, booking).await
             }
+            Some(Click::Booking { booking }) => self.booking(turn, booking).await,
+            Some(Click::Move { booking }) => self.move_days(turn, booking).await,
+            Some(Click::MoveDay { booking, date, page }) => self.move_times(turn, booking, date, page).await,
+            Some(Click::MoveTime { booking, at }) => self.propose_move(turn, booking, at).await,
             None => match intent(last.body.as_deref().unwrap_or("")) {
-                Intent::Mine => self.mine(turn, 0).await,
+                Intent::Mine => self.mine(turn, 0, Purpose::Manage).await,
+                Intent::Move => self.mine(turn, 0, Purpose::Move).await,
+                Intent::Cancel => self.mine(turn, 0, Purpose::Cancel).await,
                 Intent::Book | Intent::Prices => self.services(turn, 0).await,
+                Intent::Address => self.address(turn).await,
                 Intent::Greeting => self.menu(turn).await,
-                Intent::Thanks => Ok(Screen { text: guided(T::YoureWelcome)?, choices: Choices::None }),
+                Intent::Thanks => Ok(Screen::new(guided(T::YoureWelcome)?, Choices::None)),
                 Intent::Unknown => {
                     let mut screen = self.menu(turn).await?;
                     let customer = turn.contact.profile_name.as_deref();
@@ -331,8 +345,13 @@ impl TurnHandler for GuidedTurn {
         if !unheard.is_empty() && !screen.is_sent() {
             screen.text = format!("{}\n\n{}", unheard_voice(unheard.contains(&true))?, screen.text);
         }
+        let mut seq = 0;
+        if let Some(lead) = screen.lead.take() {
+            self.replier.reply(turn, seq, lead);
+            seq += 1;
+        }
         if !screen.is_sent() {
-            self.replier.reply(turn, 0, build(screen));
+            self.replier.reply(turn, seq, build(screen));
         }
         Ok(())
     }

@@ -14,20 +14,26 @@ use crate::whatsapp::message::{
 };
 use crate::whatsapp::{ListRow, ListSection, OutboundMessage, ReplyButton};
 
-/// The next screen: a text and, optionally, choices.
+/// The next screen: a text and, optionally, choices, after a message sent before it (the
+/// business's location pin).
 pub(super) struct Screen {
     pub(super) text: String,
     pub(super) choices: Choices,
+    pub(super) lead: Option<OutboundMessage>,
 }
 
 impl Screen {
+    pub(super) fn new(text: String, choices: Choices) -> Self {
+        Self { text, choices, lead: None }
+    }
+
     /// The screen was already queued (a proposal's buttons): nothing more to send.
     pub(super) fn sent() -> Self {
-        Self { text: String::new(), choices: Choices::None }
+        Self::new(String::new(), Choices::None)
     }
 
     pub(super) fn is_sent(&self) -> bool {
-        self.text.is_empty() && matches!(self.choices, Choices::None)
+        self.text.is_empty() && matches!(self.choices, Choices::None) && self.lead.is_none()
     }
 }
 

@@ -24,6 +24,11 @@ fn every_click_id_parses_back_and_fits_a_row_id() {
         Click::Day { service: big, professional: big, date, page: usize::MAX },
         Click::Time { service: big, professional: big, at: at() },
         Click::Confirm { service: big, professional: 0, at: at() },
+        Click::Booking { booking: big },
+        Click::Move { booking: big },
+        Click::MoveDay { booking: big, date, page: 0 },
+        Click::MoveDay { booking: big, date, page: usize::MAX },
+        Click::MoveTime { booking: big, at: at() },
         Click::Cancel { booking: big },
         Click::CancelConfirmed { booking: big },
     ] {
@@ -54,6 +59,9 @@ fn crafted_click_ids_are_unknown() {
         "g:day:1:2:2026-03-11:-1",
         "g:svc:1:99999999999999999999999999",
         "g:cancel:1:2",
+        "g:mvtime:1:2026-03-11T17:30Z:extra",
+        "g:mvday:1:2026-03-11:x",
+        "g:mv:1:2",
         "g:book:x",
         "g:time:1:2:2026-03-11T17:30:00+03:00",
         "g:svc:ç",
@@ -83,12 +91,12 @@ fn pages_cover_every_item_once() {
 fn long_labels_are_clipped_and_a_broken_screen_falls_back_to_text() {
     let name = "Corte masculino com barba completa, sobrancelha, hidratação e massagem relaxante";
     let rows = vec![row(&Click::Book { page: 0 }, name, Some(&name.repeat(3)))];
-    let list = build(Screen { text: name.repeat(40), choices: Choices::List { button: name.into(), rows } });
+    let list = build(Screen::new(name.repeat(40), Choices::List { button: name.into(), rows }));
     assert!(matches!(list, OutboundMessage::List { .. }), "{list:?}");
     assert!(list.validate().is_ok());
 
     let buttons = vec![button(&Click::Menu, name), button(&Click::Menu, "Outro")];
-    let duplicate = build(Screen { text: "Escolha".into(), choices: Choices::Buttons(buttons) });
+    let duplicate = build(Screen::new("Escolha".into(), Choices::Buttons(buttons)));
     assert_eq!(duplicate, OutboundMessage::Text { body: "Escolha".into() });
 }
 

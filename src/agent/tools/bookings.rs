@@ -1,5 +1,5 @@
-//! Booking tools the agent alone offers: `list_my_bookings` reads; `propose_booking` offers the
-//! guided menu's booking as a pending action. The writes (`create_booking`,
+//! Booking tools the agent alone offers: `list_my_bookings` reads; `propose_booking` and
+//! `propose_move` offer the guided menu's booking and move as pending actions. The writes (`create_booking`,
 //! `reschedule_booking`) are `crate::appointments`'; `cancel_booking` proposes through
 //! `crate::actions`.
 
@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::actions::{ActionPayload, Proposal, Proposer};
-use crate::appointments::{Wanted, booking_failure, booking_json, check_offered, starts_at};
+use crate::appointments::{Wanted, booking_failure, booking_json, check_offered, customer_booking, starts_at};
 use crate::booking::availability::block;
 use crate::ledger::{Effect, FieldKind, FieldSpec, KeyPolicy, Reach, Tool, ToolCall, ToolFailure, ToolSpec};
 use crate::messages::{ActionText, action_text};
@@ -103,6 +103,69 @@ impl Tool for ProposeBooking {
         })
         .map_err(|e| ToolFailure::Transient(e.to_string()))?;
         let payload = ActionPayload::Booking { service_id, professional_id, starts_at: start };
+        self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
+    }
+}
+
+/// The guided menu's move confirmation: proposes moving one of the customer's bookings as a
+/// pending action (the model moves directly with `reschedule_booking`).
+pub struct ProposeMove {
+    pub proposer: Proposer,
+}
+
+pub static PROPOSE_MOVE: ToolSpec = ToolSpec {
+    name: "propose_move",
+    description: "Offers the customer Confirmar/Manter horário buttons for moving a booking.",
+    effect: Effect::Write {
+        policy: KeyPolicy::PerTurn,
+        on_conflict: "This move was already offered in this turn.",
+        reach: Reach::Outside,
+    },
+    fields: &[
+        FieldSpec { name: "booking_id", kind: FieldKind::Id, required: true, identity: true, description: "" },
+        FieldSpec { name: "starts_at", kind: FieldKind::Instant, required: true, identity: true, description: "" },
+    ],
+};
+
+#[async_trait]
+impl Tool for ProposeMove {
+    fn spec(&self) -> &'static ToolSpec {
+        &PROPOSE_MOVE
+    }
+
+    async fn run(&self, call: &ToolCall<'_>) -> Result<Value, ToolFailure> {
+        let ctx = call.ctx;
+        let store = &self.proposer.store;
+        let id = call.args.i64("booking_id").unwrap_or_default();
+        let start = starts_at(call)?;
+        let current = customer_booking(store, call, id).await?;
+        let wanted = Wanted { service_id: current.service_id, professional_id: current.professional_id, start };
+        check_offered(store, call, wanted).await?;
+        // Already there (an old time row tapped again), or onto another of the customer's
+        // bookings: said as the booking flow says it, before any buttons.
+        let ends_at = start + (current.ends_at - current.starts_at);
+        let upcoming =
+            store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(ToolFailure::storage)?;
+        let busy = upcoming.iter().find(|a| {
+            (a.id == id && a.starts_at == start) || (a.id != id && a.starts_at < ends_at && a.ends_at > start)
+        });
+        if let Some(own) = busy {
+            let e = BookingError::CustomerOverlap(Box::new(own.clone()));
+            return Err(booking_failure(store, call, e, Some(wanted)).await);
+        }
+        let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
+        let service = services.iter().find(|s| s.id == current.service_id).map_or("?", |s| s.name.as_str());
+        let professional =
+            professionals.iter().find(|p| p.id == current.professional_id).map_or("?", |p| p.name.as_str());
+        let tz = ctx.tenant.timezone;
+        let text = action_text(ActionText::OfferMove {
+            service,
+            professional,
+            from: &crate::messages::when_at(tz, current.starts_at),
+            to: &crate::messages::when_at(tz, start),
+        })
+        .map_err(|e| ToolFailure::Transient(e.to_string()))?;
+        let payload = ActionPayload::Move { booking_id: id, starts_at: start };
         self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
     }
 }

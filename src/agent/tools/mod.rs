@@ -11,7 +11,7 @@ mod refunds;
 
 use std::sync::Arc;
 
-pub use bookings::{ListMyBookings, ProposeBooking};
+pub use bookings::{ListMyBookings, ProposeBooking, ProposeMove};
 pub use catalog::{CheckAvailability, ListServices};
 pub use confirm::ConfirmAction;
 pub use merchant::{Agenda, ListCharges, ProposeCharge};

@@ -113,6 +113,17 @@ impl OutboundMessage {
                 v["template"] = template;
             }
             Self::QrImage { .. } => return Err(MessageError::NeedsUpload { kind: "qr_image" }),
+            Self::Location { latitude, longitude, name, address } => {
+                let mut location = json!({ "latitude": latitude, "longitude": longitude });
+                if let Some(name) = name {
+                    location["name"] = json!(name);
+                }
+                if let Some(address) = address {
+                    location["address"] = json!(address);
+                }
+                v["type"] = json!("location");
+                v["location"] = location;
+            }
             Self::OrderDetails {
                 reference_id,
                 body,

@@ -51,6 +51,8 @@ pub const ORDER_STATUSES: &[&str] = &["pending", "processing", "partially_shippe
 const AMOUNT_OFFSET: i64 = 100;
 /// What a QR code without a caption reads as.
 const QR_IMAGE_LABEL: &str = "[QR Code Pix]";
+/// What a location without a name or address reads as.
+const LOCATION_LABEL: &str = "[localização]";
 
 /// `text` cut to at most `max` characters on a character boundary, ending in "…" when
 /// something was cut, so a long catalog name shortens instead of breaking the message.
@@ -138,6 +140,14 @@ pub enum OutboundMessage {
         /// Plain text with the amount, the description and the copia e cola.
         fallback: String,
     },
+    /// A pin on the map (the business's address). Meta takes the coordinates as decimal-degree
+    /// strings; `name` and `address` show under the map.
+    Location {
+        latitude: String,
+        longitude: String,
+        name: Option<String>,
+        address: Option<String>,
+    },
     /// An `order_status` update for an earlier `order_details` with the same `reference_id`.
     OrderStatus {
         reference_id: String,
@@ -199,6 +209,17 @@ impl OutboundMessage {
         m.validate()?;
         Ok(m)
     }
+    pub fn location(
+        latitude: f64,
+        longitude: f64,
+        name: Option<String>,
+        address: Option<String>,
+    ) -> Result<Self, MessageError> {
+        let m = Self::Location { latitude: latitude.to_string(), longitude: longitude.to_string(), name, address };
+        m.validate()?;
+        Ok(m)
+    }
+
     /// The text a person sees first, for logs, the simulator and tests. A template's text lives
     /// at Meta, so it is the template's name; a QR code without a caption is "[QR Code Pix]".
     /// [`OutboundMessage::preview`] shows a template's parameters too.
@@ -211,6 +232,7 @@ impl OutboundMessage {
             | Self::OrderStatus { body, .. } => body,
             Self::Template { name, .. } => name,
             Self::QrImage { caption, .. } => caption.as_deref().unwrap_or(QR_IMAGE_LABEL),
+            Self::Location { address, name, .. } => address.as_deref().or(name.as_deref()).unwrap_or(LOCATION_LABEL),
         }
     }
 

@@ -44,6 +44,14 @@ fn malformed(what: &'static str, value: &str, expected: &'static str) -> Result<
     Err(MessageError::Malformed { what, value: value.to_owned(), expected })
 }
 
+/// Decimal degrees within ±`max`, as Meta reads a location's coordinates.
+fn check_degrees(what: &'static str, value: &str, max: f64) -> Result<(), MessageError> {
+    match value.parse::<f64>() {
+        Ok(d) if d.is_finite() && d.abs() <= max => Ok(()),
+        _ => malformed(what, value, "decimal degrees on the map"),
+    }
+}
+
 /// `pt_BR`, `en_US`, `en`, `fil`: a language, and a region in capitals after an underscore.
 fn check_language(code: &str) -> Result<(), MessageError> {
     let (lang, region) = code.split_once('_').unwrap_or((code, ""));
@@ -163,6 +171,14 @@ impl OutboundMessage {
                 // How much fits is the renderer's to say, at send time.
                 check_present("QR code payload", payload)?;
                 check_caption(caption.as_deref())
+            }
+            Self::Location { latitude, longitude, name, address } => {
+                check_degrees("latitude", latitude, 90.0)?;
+                check_degrees("longitude", longitude, 180.0)?;
+                if let Some(name) = name {
+                    check_len("location name", name, TEXT_BODY_MAX)?;
+                }
+                address.as_deref().map_or(Ok(()), |a| check_len("location address", a, TEXT_BODY_MAX))
             }
             Self::OrderDetails {
                 reference_id,

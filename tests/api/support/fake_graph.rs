@@ -173,6 +173,9 @@ async fn messages(
         };
         (reply, inner.next_id)
     };
+    if let Some(problem) = invalid_location(&body) {
+        return refuse_with(400, 100, &problem);
+    }
     answer(reply, || {
         Json(json!({
             "messaging_product": "whatsapp",
@@ -214,6 +217,23 @@ async fn media(
         (inner.upload_script.pop_front().unwrap_or(Reply::Accept), inner.next_media_id)
     };
     answer(reply, || Json(json!({ "id": format!("media.FAKE{id:06}") })).into_response()).await
+}
+
+/// A location message needs its latitude and longitude, decimal degrees on the map (Meta's
+/// "Location messages" page); `(#100) Invalid parameter` otherwise.
+fn invalid_location(body: &Value) -> Option<String> {
+    if body["type"] != "location" {
+        return None;
+    }
+    let degrees = |field: &str, max: f64| {
+        let value = &body["location"][field];
+        let parsed = value.as_str().and_then(|v| v.parse::<f64>().ok()).or_else(|| value.as_f64());
+        match parsed {
+            Some(d) if d.is_finite() && d.abs() <= max => None,
+            _ => Some(format!("location.{field} is required: decimal degrees")),
+        }
+    };
+    degrees("latitude", 90.0).or_else(|| degrees("longitude", 180.0))
 }
 
 /// Media is served only to the business's token (the tests' server token).

@@ -1,6 +1,6 @@
 //! Live updates of a conversation page: a server-sent event whenever the conversation's
 //! version (newest rows, recent status changes, handoff) changes, polled cheaply; the page's
-//! script then reloads the transcript and trace fragment.
+//! script then reloads the timeline fragment (keeping the traces the reader opened open).
 //!
 //! Invariants: each event's id is the version it announces, so a reconnecting browser
 //! (`Last-Event-ID`) is told only about changes it has not seen; a stream ends by itself after

@@ -1,16 +1,22 @@
-//! `/admin/{slug}/conversations`: the tenant's conversations, one conversation's transcript
-//! and per-turn trace (with live updates), and human handoff (take over, give back, reply).
+//! `/admin/{slug}/conversations`: the tenant's conversations, one conversation as a single
+//! timeline (messages, and each turn's trace folded in after the messages it answered, with
+//! live updates), and human handoff (take over, give back, reply).
 //!
 //! Invariants:
 //! - every query is scoped by the admin's tenant; a conversation of another tenant is a 404;
-//! - the transcript shows at most [`TRANSCRIPT_LIMIT`] messages and the trace at most
+//! - the timeline shows at most [`TRANSCRIPT_LIMIT`] messages and traces at most
 //!   [`TURN_LIMIT`] turns, each read through an index, so the page stays fast on a large
 //!   database; older messages are a link away;
+//! - stored states show as Portuguese words (`labels`), the raw state only as the CSS class;
+//!   the model's stop reasons and tool names stay as recorded, inside a folded trace;
 //! - a console reply goes through the outbox under a key made of the conversation and a
 //!   random `reply_key` drawn when the form was rendered, so a double submit sends once.
 
 mod handoff;
+mod labels;
 mod live;
+mod timeline;
+mod trace;
 mod view;
 
 use askama::Template;
@@ -28,7 +34,8 @@ use crate::domain::ConversationId;
 use crate::http::AppState;
 use crate::store::{ConversationSummary, ConversationViewStore};
 use crate::tenant::Tenant;
-use view::{ActionView, Bubble, ChargeView, TraceRows, TurnView};
+use timeline::Entry;
+use trace::TraceRows;
 
 /// Messages of both directions shown at once.
 const TRANSCRIPT_LIMIT: i64 = 200;
@@ -114,11 +121,9 @@ pub struct Before {
 
 /// Everything the live part of the page shows.
 struct Detail {
-    bubbles: Vec<Bubble>,
+    /// Messages and traces, oldest first.
+    entries: Vec<Entry>,
     older: Option<String>,
-    turns: Vec<TurnView>,
-    other_actions: Vec<ActionView>,
-    other_charges: Vec<ChargeView>,
     human_until: Option<String>,
     requested_at: Option<String>,
 }
@@ -183,14 +188,12 @@ async fn detail(
         actions: &actions,
         charges: &charges,
     };
-    let (turns, other_actions, other_charges) = view::trace(&rows, zone);
+    let older = transcript.older.clone();
+    let entries = timeline::timeline(transcript, trace::trace(&rows, zone));
     let now = chrono::Utc::now();
     Ok(Detail {
-        bubbles: transcript.bubbles,
-        older: transcript.older,
-        turns,
-        other_actions,
-        other_charges,
+        entries,
+        older,
         human_until: summary.handoff_until.filter(|u| *u > now).map(|u| view::local(u, zone)),
         requested_at: summary.handoff_requested_at.map(|u| view::local(u, zone)),
     })
@@ -222,7 +225,7 @@ async fn show(
     Ok((token, render(&page)?).into_response())
 }
 
-/// The live part of the page alone (transcript and trace), for the page's script.
+/// The live part of the page alone (the timeline), for the page's script.
 async fn fragment(
     State(state): State<AppState>,
     admin: Admin,

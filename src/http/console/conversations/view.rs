@@ -1,21 +1,26 @@
-//! A conversation as the console shows it, built from stored rows: the transcript as the
-//! customer saw it (inbound and outbound, by kind) and, per turn, what the bot did (job,
-//! model calls, tool calls from the ledger, actions, charges, messages queued).
+//! A conversation's messages as the console shows them, built from stored rows: bubbles as the
+//! customer saw them (by kind, with WhatsApp's delivery marks) and the page of older ones.
+//! `trace` adds what the bot did per turn and `timeline` weaves both into one list.
 //!
-//! Invariant: nothing here queries; it shapes what the store returned, so the page's cost is
-//! the bounded queries in `crate::store::ConversationViewStore`.
-
-use std::collections::HashSet;
+//! Invariants: nothing here queries; it shapes what the store returned, so the page's cost is
+//! the bounded queries in `crate::store::ConversationViewStore`. Internal ids (outbox keys,
+//! reply ids) never print on a bubble's face: they stay in private fields for the timeline to
+//! place and show inside a collapsed block.
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
-use crate::ledger::ExecutionRecord;
-use crate::store::{ActionRow, ChargeRow, ConversationSummary, InboundRow, ModelCall, OutboundRecord, TurnRow};
+use super::labels;
+use crate::store::{ConversationSummary, InboundRow, OutboundRecord};
 use crate::whatsapp::OutboundMessage;
 
 pub fn local(at: DateTime<Utc>, zone: Tz) -> String {
     at.with_timezone(&zone).format("%d/%m/%Y %H:%M:%S").to_string()
+}
+
+/// Day and minute, as a chat app labels a message (the full instant goes in a tooltip).
+fn short(at: DateTime<Utc>, zone: Tz) -> String {
+    at.with_timezone(&zone).format("%d/%m %H:%M").to_string()
 }
 
 /// Who the contact is, for people: the name they gave WhatsApp, else their number.
@@ -28,63 +33,70 @@ pub fn contact_label(c: &ConversationSummary) -> String {
     }
 }
 
-/// One message of the transcript.
+/// An outbound message's delivery, drawn the way WhatsApp does.
+pub struct Delivery {
+    /// The raw outbox status (the CSS class).
+    pub class: String,
+    pub mark: &'static str,
+    pub title: &'static str,
+}
+
+/// One message of the conversation.
 pub struct Bubble {
     pub inbound: bool,
+    /// "Cliente", "Bot" or "Atendente".
+    pub who: &'static str,
     pub at: String,
-    /// What kind of message, in words.
-    pub kind: String,
+    pub at_full: String,
+    /// What kind of message, in words; `None` for plain text.
+    pub kind: Option<String>,
     pub text: String,
     pub footer: Option<String>,
     /// Button titles, list rows, a template's quick replies.
     pub options: Vec<String>,
     /// A Pix copia e cola or QR payload.
     pub code: Option<String>,
-    /// Outbound: the delivery status (CSS class) and its label.
-    pub status: Option<(String, &'static str)>,
+    pub delivery: Option<Delivery>,
     pub error: Option<String>,
-    /// The outbox key (outbound) or the reply id (a button/list answer).
-    pub reference: Option<String>,
-    sort: (DateTime<Utc>, u8, i64),
+    /// Internal ids no shown turn accounts for (label, value): the page folds them away.
+    pub ids: Vec<(&'static str, String)>,
+    /// The job that answered this inbound message.
+    pub(super) turn: Option<i64>,
+    /// The outbox key (outbound) or the reply id (a button or list answer).
+    pub(super) reference: Option<String>,
+    pub(super) sort: (DateTime<Utc>, u8, i64),
 }
 
-pub fn status_label(status: &str) -> &'static str {
-    match status {
-        "local" => "local (não enviada)",
-        "pending" => "na fila",
-        "sending" => "enviando",
-        "unknown" => "envio incerto",
-        "sent" => "enviada",
-        "delivered" => "entregue",
-        "read" => "lida",
-        "failed" => "falhou",
-        _ => "?",
+impl Bubble {
+    /// A stable id for the page (the script keeps open blocks open across reloads).
+    pub fn anchor(&self) -> String {
+        format!("{}{}", if self.inbound { "in" } else { "out" }, self.sort.2)
     }
 }
 
 fn inbound_bubble(row: &InboundRow, zone: Tz) -> Bubble {
     let kind = match row.kind.as_str() {
-        "text" => "texto".to_owned(),
-        "button_reply" => "resposta de botão".to_owned(),
-        "list_reply" => "escolha na lista".to_owned(),
-        "quick_reply" => "botão de modelo".to_owned(),
-        "reaction" if row.body.is_some() => "reação".to_owned(),
-        "reaction" => "reação removida".to_owned(),
-        "edit" => "edição".to_owned(),
-        "revoke" => "mensagem apagada".to_owned(),
-        "number_change" => "trocou de número".to_owned(),
-        "request_welcome" => "abriu a conversa".to_owned(),
-        "image" => "imagem".to_owned(),
-        "video" => "vídeo".to_owned(),
-        "document" => "documento".to_owned(),
-        "sticker" => "figurinha".to_owned(),
-        "location" => "localização".to_owned(),
-        "contacts" => "contato".to_owned(),
-        "audio" => "áudio".to_owned(),
-        other => match row.error_code {
+        "text" => None,
+        "button_reply" => Some("resposta de botão".to_owned()),
+        "list_reply" => Some("escolha na lista".to_owned()),
+        "quick_reply" => Some("botão de modelo".to_owned()),
+        "reaction" if row.body.is_some() => Some("reação".to_owned()),
+        "reaction" => Some("reação removida".to_owned()),
+        "edit" => Some("edição".to_owned()),
+        "revoke" => Some("mensagem apagada".to_owned()),
+        "number_change" => Some("trocou de número".to_owned()),
+        "request_welcome" => Some("abriu a conversa".to_owned()),
+        "image" => Some("imagem".to_owned()),
+        "video" => Some("vídeo".to_owned()),
+        "document" => Some("documento".to_owned()),
+        "sticker" => Some("figurinha".to_owned()),
+        "location" => Some("localização".to_owned()),
+        "contacts" => Some("contato".to_owned()),
+        "audio" => Some("áudio".to_owned()),
+        other => Some(match row.error_code {
             Some(code) => format!("mensagem do tipo {other} (erro {code} do WhatsApp)"),
             None => format!("mensagem do tipo {other}"),
-        },
+        }),
     };
     // A voice note shows what it said, or that it could not be heard.
     let footer = match (&row.transcript, &row.transcript_error) {
@@ -94,27 +106,46 @@ fn inbound_bubble(row: &InboundRow, zone: Tz) -> Bubble {
     };
     Bubble {
         inbound: true,
-        at: local(row.received_at, zone),
+        who: "Cliente",
+        at: short(row.received_at, zone),
+        at_full: local(row.received_at, zone),
         kind,
+        // A tapped button or list row arrives with its title as the body.
         text: row.body.clone().unwrap_or_default(),
         footer,
         options: vec![],
         code: None,
-        status: None,
+        delivery: None,
         error: None,
+        ids: vec![],
+        turn: row.turn_id,
         reference: row.reply_id.clone(),
         sort: (row.received_at, 0, row.id),
     }
 }
 
+/// Who wrote an outbound message: a console reply is keyed `console:<conversation>:…`
+/// (`handoff::reply`); everything else is the bot's.
+fn author(row: &OutboundRecord) -> &'static str {
+    let mut parts = row.idempotency_key.split(':');
+    match (parts.next(), parts.next()) {
+        (Some("console"), Some(id)) if id == row.conversation_id.to_string() => "Atendente",
+        _ => "Bot",
+    }
+}
+
 fn outbound_bubble(row: &OutboundRecord, zone: Tz) -> Bubble {
     let (kind, text, footer, options, code) = match &row.message.0 {
-        OutboundMessage::Text { body } => ("texto".to_owned(), body.clone(), None, vec![], None),
-        OutboundMessage::Buttons { body, footer, buttons } => {
-            ("botões".to_owned(), body.clone(), footer.clone(), buttons.iter().map(|b| b.title.clone()).collect(), None)
-        }
+        OutboundMessage::Text { body } => (None, body.clone(), None, vec![], None),
+        OutboundMessage::Buttons { body, footer, buttons } => (
+            Some("botões".to_owned()),
+            body.clone(),
+            footer.clone(),
+            buttons.iter().map(|b| b.title.clone()).collect(),
+            None,
+        ),
         OutboundMessage::List { body, footer, button, sections } => (
-            format!("lista ({button})"),
+            Some(format!("lista ({button})")),
             body.clone(),
             footer.clone(),
             sections
@@ -128,42 +159,56 @@ fn outbound_bubble(row: &OutboundRecord, zone: Tz) -> Bubble {
             None,
         ),
         OutboundMessage::Template { name, language, body_params, quick_replies } => {
-            (format!("modelo {name} ({language})"), body_params.join(" · "), None, quick_replies.clone(), None)
+            (Some(format!("modelo {name} ({language})")), body_params.join(" · "), None, quick_replies.clone(), None)
         }
         OutboundMessage::QrImage { payload, caption } => {
-            ("QR Code Pix".to_owned(), caption.clone().unwrap_or_default(), None, vec![], Some(payload.clone()))
+            (Some("QR Code Pix".to_owned()), caption.clone().unwrap_or_default(), None, vec![], Some(payload.clone()))
         }
         OutboundMessage::OrderDetails { body, footer, amount, description, copia_e_cola, .. } => (
-            format!("pedido Pix: {amount} — {description}"),
+            Some(format!("pedido Pix: {amount} — {description}")),
             body.clone(),
             footer.clone(),
             vec![],
             Some(copia_e_cola.clone()),
         ),
         OutboundMessage::OrderStatus { status, body, .. } => {
-            (format!("status do pedido: {status}"), body.clone(), None, vec![], None)
+            (Some(format!("status do pedido: {status}")), body.clone(), None, vec![], None)
         }
+        OutboundMessage::Location { latitude, longitude, name, address } => (
+            Some("localização".to_owned()),
+            [name.as_deref(), address.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" — "),
+            Some(format!("{latitude}, {longitude}")),
+            vec![],
+            None,
+        ),
     };
+    let (mark, title) = labels::delivery_mark(&row.status);
     Bubble {
         inbound: false,
-        at: local(row.created_at, zone),
+        who: author(row),
+        at: short(row.created_at, zone),
+        at_full: local(row.created_at, zone),
         kind,
         text,
         footer,
         options,
         code,
-        status: Some((row.status.clone(), status_label(&row.status))),
+        delivery: Some(Delivery { class: row.status.clone(), mark, title }),
         error: row.last_error.clone(),
+        ids: vec![],
+        turn: None,
         reference: Some(row.idempotency_key.clone()),
         sort: (row.created_at, 1, row.id),
     }
 }
 
-/// The transcript: the last `limit` messages of both directions, oldest first.
+/// The last `limit` messages of both directions, oldest first.
 pub struct Transcript {
     pub bubbles: Vec<Bubble>,
     /// Query string of the page of older messages, when there are some.
     pub older: Option<String>,
+    /// Whether this is a page of older messages (newer ones exist past its end).
+    pub paged: bool,
 }
 
 pub fn transcript(
@@ -188,198 +233,33 @@ pub fn transcript(
     let more = dropped > 0 || inbound.len() >= limit || outbound.len() >= limit;
     let older =
         more.then(|| format!("?before_in={}&before_out={}", next_in.unwrap_or(i64::MAX), next_out.unwrap_or(i64::MAX)));
-    Transcript { bubbles, older }
+    Transcript { bubbles, older, paged: before.0.is_some() || before.1.is_some() }
 }
 
-pub struct CallView {
-    pub seq: i64,
-    pub request_id: String,
-    pub stop: String,
-    pub latency_ms: i64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-}
+#[cfg(test)]
+mod tests {
+    use sqlx::types::Json;
 
-pub struct ToolView {
-    pub tool: String,
-    pub key: String,
-    /// CSS class and label.
-    pub outcome: (&'static str, &'static str),
-    pub note: Option<String>,
-    pub error: Option<String>,
-}
+    use super::*;
 
-fn tool_view(e: &ExecutionRecord) -> ToolView {
-    let outcome = match (e.status.as_str(), e.replay_count) {
-        ("succeeded", 0) => ("executed", "executado"),
-        ("succeeded", _) => ("executed", "já feito"),
-        ("running", _) => ("running", "em andamento"),
-        ("outcome_unknown", _) => ("pending", "resultado incerto"),
-        ("refused", _) => ("conflict", "recusado"),
-        ("superseded", _) => ("muted", "desfeito depois"),
-        ("failed_permanent" | "failed_transient", _) => ("failed", "falhou"),
-        _ => ("muted", "?"),
-    };
-    let note = (e.replay_count > 0).then(|| {
-        if e.status == "succeeded" {
-            format!("repetido {}×, executado 1×", e.replay_count)
-        } else {
-            format!("repetido {}×", e.replay_count)
-        }
-    });
-    ToolView { tool: e.tool.clone(), key: e.idempotency_key.clone(), outcome, note, error: e.error.clone() }
-}
-
-pub struct ActionView {
-    pub id: String,
-    pub kind: String,
-    pub status: String,
-    pub offer: String,
-    pub error: Option<String>,
-}
-
-pub struct ChargeView {
-    pub id: i64,
-    pub status: String,
-    pub amount: String,
-    pub description: String,
-    pub delivery: String,
-}
-
-fn action_view(a: &ActionRow) -> ActionView {
-    ActionView {
-        id: a.id.clone(),
-        kind: a.kind.clone(),
-        status: a.status.clone(),
-        offer: a.offer_text.clone(),
-        error: a.error.clone(),
+    #[test]
+    fn a_console_reply_is_the_attendants_and_every_other_message_the_bots() {
+        let row = |key: &str| OutboundRecord {
+            id: 1,
+            conversation_id: 7,
+            idempotency_key: key.into(),
+            status: "read".into(),
+            message: Json(OutboundMessage::text("oi").expect("a text")),
+            provider_message_id: None,
+            attempts: 1,
+            last_error: None,
+            created_at: Utc::now(),
+        };
+        assert_eq!(author(&row("console:7:0123abcd")), "Atendente");
+        assert_eq!(author(&row("console:console_cancel:3:1")), "Bot");
+        assert_eq!(author(&row("turn:12:0")), "Bot");
+        let bubble = outbound_bubble(&row("turn:12:0"), chrono_tz::America::Sao_Paulo);
+        assert_eq!(bubble.kind, None, "plain text needs no kind");
+        assert!(bubble.delivery.is_some_and(|d| d.mark == "✓✓ lida" && d.class == "read"));
     }
-}
-
-fn charge_view(c: &ChargeRow) -> ChargeView {
-    ChargeView {
-        id: c.id,
-        status: c.status.clone(),
-        amount: crate::domain::Cents(c.amount_cents).to_string(),
-        description: c.description.clone(),
-        delivery: c.delivery.clone(),
-    }
-}
-
-pub struct OutView {
-    pub key: String,
-    pub status: String,
-    pub status_label: &'static str,
-    pub summary: String,
-}
-
-/// What one job did.
-pub struct TurnView {
-    pub id: i64,
-    pub kind: String,
-    pub state: String,
-    pub attempts: i64,
-    pub max_attempts: i64,
-    pub last_error: Option<String>,
-    pub at: String,
-    /// The customer's messages this turn answered.
-    pub messages: Vec<String>,
-    pub calls: Vec<CallView>,
-    pub tools: Vec<ToolView>,
-    pub actions: Vec<ActionView>,
-    pub charges: Vec<ChargeView>,
-    pub outbound: Vec<OutView>,
-}
-
-/// Rows the trace is built from.
-pub struct TraceRows<'a> {
-    pub turns: &'a [TurnRow],
-    pub inbound: &'a [InboundRow],
-    pub outbound: &'a [OutboundRecord],
-    pub calls: &'a [ModelCall],
-    pub executions: &'a [ExecutionRecord],
-    pub actions: &'a [ActionRow],
-    pub charges: &'a [ChargeRow],
-}
-
-/// Whether the outbox key was written by job `turn` (its replies, or its handoff notices).
-fn queued_by(key: &str, turn: i64) -> bool {
-    let mut parts = key.split(':');
-    matches!((parts.next(), parts.next()), (Some("turn" | "handoff"), Some(id)) if id == turn.to_string())
-}
-
-/// The trace, newest turn first, and the actions and charges no shown turn accounts for.
-pub fn trace(rows: &TraceRows<'_>, zone: Tz) -> (Vec<TurnView>, Vec<ActionView>, Vec<ChargeView>) {
-    let mut used_actions: HashSet<&str> = HashSet::new();
-    let mut used_charges: HashSet<i64> = HashSet::new();
-    let turns = rows
-        .turns
-        .iter()
-        .map(|t| {
-            let executions: Vec<&ExecutionRecord> =
-                rows.executions.iter().filter(|e| e.turn_id == Some(t.id)).collect();
-            let keys: HashSet<&str> = executions.iter().map(|e| e.idempotency_key.as_str()).collect();
-            let actions: Vec<&ActionRow> = rows
-                .actions
-                .iter()
-                .filter(|a| t.trigger_message_id.is_some() && a.proposed_by == t.trigger_message_id)
-                .collect();
-            let action_ids: HashSet<&str> = actions.iter().map(|a| a.id.as_str()).collect();
-            let charges: Vec<&ChargeRow> = rows
-                .charges
-                .iter()
-                .filter(|c| {
-                    keys.contains(c.idempotency_key.as_str())
-                        || c.action_id.as_deref().is_some_and(|a| action_ids.contains(a))
-                })
-                .collect();
-            used_actions.extend(action_ids.iter().copied());
-            used_charges.extend(charges.iter().map(|c| c.id));
-            TurnView {
-                id: t.id,
-                kind: t.kind.clone(),
-                state: t.state.clone(),
-                attempts: t.attempts,
-                max_attempts: t.max_attempts,
-                last_error: t.last_error.clone(),
-                at: local(t.created_at, zone),
-                messages: rows
-                    .inbound
-                    .iter()
-                    .filter(|m| m.turn_id == Some(t.id))
-                    .map(|m| m.body.clone().unwrap_or_else(|| format!("[{}]", m.kind)))
-                    .collect(),
-                calls: rows
-                    .calls
-                    .iter()
-                    .filter(|c| c.turn_id == t.id)
-                    .map(|c| CallView {
-                        seq: c.seq + 1,
-                        request_id: c.request_id.clone().unwrap_or_else(|| "—".to_owned()),
-                        stop: c.stop_reason.clone(),
-                        latency_ms: c.latency_ms,
-                        input_tokens: c.input_tokens,
-                        output_tokens: c.output_tokens,
-                    })
-                    .collect(),
-                tools: executions.iter().map(|e| tool_view(e)).collect(),
-                actions: actions.iter().map(|a| action_view(a)).collect(),
-                charges: charges.iter().map(|c| charge_view(c)).collect(),
-                outbound: rows
-                    .outbound
-                    .iter()
-                    .filter(|o| queued_by(&o.idempotency_key, t.id))
-                    .map(|o| OutView {
-                        key: o.idempotency_key.clone(),
-                        status: o.status.clone(),
-                        status_label: status_label(&o.status),
-                        summary: o.message.0.body().chars().take(80).collect(),
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let actions = rows.actions.iter().filter(|a| !used_actions.contains(a.id.as_str())).map(action_view).collect();
-    let charges = rows.charges.iter().filter(|c| !used_charges.contains(&c.id)).map(charge_view).collect();
-    (turns, actions, charges)
 }
