@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::tx::{database_failure, fenced_write, overlap_or, release_active};
+use super::tx::{database_failure, fenced_write, overlap_or, release_active, slot_locks};
 use super::{Dialect, Store, StoreResult, reading};
 use crate::booking::Appointment;
 use crate::domain::{Cents, ContactId, LedgerKey, TenantId};
@@ -188,6 +188,8 @@ impl BookingStore for Store {
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
         fenced_write!(self, new.tenant, settle, now, |tx, pool, _held| {
+            let locks = slot_locks(new.tenant, new.contact, new.professional_id, new.starts_at, new.ends_at);
+            pool.queue_behind(&mut tx, &locks).await.map_err(database_failure)?;
             if !new.allow_customer_overlap {
                 let own: Option<Appointment> = sqlx::query_as(concat!(
                     "SELECT ",
@@ -291,6 +293,8 @@ impl BookingStore for Store {
         now: DateTime<Utc>,
     ) -> Result<Appointment, BookingError> {
         fenced_write!(self, to.tenant, settle, now, |tx, pool, held| {
+            let locks = slot_locks(to.tenant, to.contact, to.professional_id, to.starts_at, to.ends_at);
+            pool.queue_behind(&mut tx, &locks).await.map_err(database_failure)?;
             // From now on it is keyed by its new slot, so asking to book that slot finds it.
             release_active!(tx, pool, to.tenant, to.contact, to.id, held, now);
             sqlx::query_as(concat!(

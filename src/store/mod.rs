@@ -236,6 +236,9 @@ pub(crate) trait Dialect {
     async fn begin_write(&self) -> sqlx::Result<Transaction<'static, Self::Db>>;
     /// Chooses between two spellings of one statement.
     fn pick(&self, sqlite: &'static str, postgres: &'static str) -> &'static str;
+    /// Waits for, then holds until `tx` ends, the transaction locks named by `keys`, taken in
+    /// the order given. SQLite has one writer at a time, so it has nothing to wait for.
+    async fn queue_behind(&self, tx: &mut Transaction<'static, Self::Db>, keys: &[i64]) -> sqlx::Result<()>;
 }
 
 impl Dialect for SqlitePool {
@@ -246,6 +249,9 @@ impl Dialect for SqlitePool {
     fn pick(&self, sqlite: &'static str, _postgres: &'static str) -> &'static str {
         sqlite
     }
+    async fn queue_behind(&self, _tx: &mut Transaction<'static, sqlx::Sqlite>, _keys: &[i64]) -> sqlx::Result<()> {
+        Ok(())
+    }
 }
 
 impl Dialect for PgPool {
@@ -255,6 +261,15 @@ impl Dialect for PgPool {
     }
     fn pick(&self, _sqlite: &'static str, postgres: &'static str) -> &'static str {
         postgres
+    }
+    async fn queue_behind(&self, tx: &mut Transaction<'static, sqlx::Postgres>, keys: &[i64]) -> sqlx::Result<()> {
+        // One round trip; a function scan yields the array's elements in order, so the locks
+        // are taken in the order given.
+        sqlx::query("SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n)")
+            .bind(keys)
+            .execute(&mut **tx)
+            .await
+            .map(|_| ())
     }
 }
 

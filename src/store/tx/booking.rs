@@ -153,11 +153,78 @@ macro_rules! release_active {
 }
 pub(crate) use release_active;
 
-/// Concurrent inserts that each find the other's uncommitted conflicting row wait on each
-/// other; PostgreSQL breaks the cycle by failing one. Run again, it sees the winner's row.
+/// The locks an appointment write for `contact` with `professional` over `[starts_at, ends_at)`
+/// queues behind, in the one order every such write takes them: the customer, then the
+/// professional's UTC days the block touches, earliest first.
+///
+/// Two writes that the overlap rule could set against each other share one of these (two
+/// overlapping blocks of one professional share a day; one customer's writes share the
+/// customer), so the later one waits for the earlier to commit and then meets its row as a plain
+/// conflict. Without them, PostgreSQL's `EXCLUDE` check made racing inserts wait on each other's
+/// uncommitted rows, a cycle it broke by failing one with a deadlock. The customer's lock also
+/// makes the customer-overlap check (a read) hold under concurrency.
+pub(crate) fn slot_locks(
+    tenant: crate::domain::TenantId,
+    contact: crate::domain::ContactId,
+    professional: i64,
+    starts_at: chrono::DateTime<chrono::Utc>,
+    ends_at: chrono::DateTime<chrono::Utc>,
+) -> Vec<i64> {
+    let mut keys = vec![lock_key(&format!("booking:customer:{}:{}", tenant.0, contact.0))];
+    let last = (ends_at - chrono::TimeDelta::microseconds(1)).max(starts_at).date_naive();
+    let mut day = starts_at.date_naive();
+    while day <= last {
+        keys.push(lock_key(&format!("booking:professional:{}:{professional}:{day}", tenant.0)));
+        day = match day.succ_opt() {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    keys
+}
+
+/// A 64-bit lock name from `name`. A collision only makes two unrelated writes wait in turn.
+fn lock_key(name: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(name.as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(bytes)
+}
+
+/// Queued behind [`slot_locks`], racing writes no longer deadlock; a deadlock with some other
+/// transaction is still broken by the database failing one, and that write runs again.
 pub(crate) const DEADLOCK_RETRIES: u32 = 3;
 
 pub(crate) fn is_deadlock(e: &BookingError) -> bool {
     matches!(e, BookingError::Store(StoreError::Database(sqlx::Error::Database(db)))
         if matches!(db.code().as_deref(), Some("40P01" | "40001")))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+    use crate::domain::{ContactId, TenantId};
+
+    #[test]
+    fn a_write_locks_its_customer_then_each_day_its_block_touches() {
+        let at = |d: u32, h: u32, m: u32| Utc.with_ymd_and_hms(2026, 3, d, h, m, 0).single().expect("an instant");
+        let (tenant, ana, bia) = (TenantId(1), ContactId(7), ContactId(8));
+        let same_day = slot_locks(tenant, ana, 3, at(11, 17, 0), at(11, 17, 40));
+        assert_eq!(same_day.len(), 2, "the customer and one day");
+        // Ending at midnight does not touch the next day; crossing it does.
+        assert_eq!(slot_locks(tenant, ana, 3, at(11, 23, 30), at(12, 0, 0)).len(), 2);
+        let across = slot_locks(tenant, ana, 3, at(11, 23, 30), at(12, 0, 10));
+        assert_eq!(across.len(), 3);
+        assert_eq!(across[..2], same_day[..], "the customer first, then days in order");
+        // Another customer of the same professional that day shares the day's lock only.
+        let other = slot_locks(tenant, bia, 3, at(11, 9, 0), at(11, 9, 30));
+        assert_ne!(other[0], same_day[0]);
+        assert_eq!(other[1], same_day[1]);
+        // Another professional, or another tenant's, is another lock.
+        assert_ne!(slot_locks(tenant, ana, 4, at(11, 17, 0), at(11, 17, 40))[1], same_day[1]);
+        assert_ne!(slot_locks(TenantId(2), ana, 3, at(11, 17, 0), at(11, 17, 40))[1], same_day[1]);
+    }
 }

@@ -9,9 +9,9 @@
 //!   ([`supersede_subject`]) and settles ([`settle_in_tx`]): effect and outcome commit together;
 //! - a message that announces a fact is inserted with it ([`insert_outbound`]), dropped when a
 //!   person has the conversation ([`handed_off`]);
-//! - an appointment's write is a whole transaction of its own ([`fenced_write`]: fence, write,
-//!   settle, commit, run again when the database broke a deadlock), the overlap the database
-//!   refuses told as a taken slot;
+//! - an appointment's write is a whole transaction of its own ([`fenced_write`]: fence, queue
+//!   behind the customer's and the professional's day locks ([`slot_locks`]), write, settle,
+//!   commit), the overlap the database refuses told as a taken slot;
 //! - an inbound message resolves its conversation ([`conversation_in_tx`]) and is recorded with
 //!   its job ([`record_in_tx`]).
 //!
@@ -27,7 +27,7 @@ mod outbound;
 
 pub(crate) use booking::{
     DEADLOCK_RETRIES, Keyed, database_failure, fenced_write, is_deadlock, is_overlap, overlap_or, release_active,
-    subject,
+    slot_locks, subject,
 };
 pub(crate) use conversation::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
 pub(crate) use history::insert_history;
