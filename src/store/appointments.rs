@@ -11,6 +11,35 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::tx::{database_failure, fenced_write, overlap_or, release_active, slot_locks};
+
+/// Inside an appointment's write: fails it with [`BookingError::CustomerOverlap`] when another
+/// active appointment of `contact` (not `id`, nor the one keyed `key`, the write's own replay)
+/// overlaps the block.
+macro_rules! refuse_customer_overlap {
+    ($tx:ident, $tenant:expr, $contact:expr, $from:expr, $to:expr, $key:expr, $id:expr) => {{
+        let own: Option<Appointment> = sqlx::query_as(concat!(
+            "SELECT ",
+            appointment_columns!(),
+            " FROM appointments
+             WHERE tenant_id = $1 AND contact_id = $2 AND status IN ('held', 'confirmed')
+               AND starts_at < $4 AND ends_at > $3
+               AND (idempotency_key IS NULL OR idempotency_key <> $5) AND id <> $6
+             ORDER BY starts_at LIMIT 1"
+        ))
+        .bind($tenant.0)
+        .bind($contact.0)
+        .bind($from)
+        .bind($to)
+        .bind($key)
+        .bind($id)
+        .fetch_optional(&mut *$tx)
+        .await
+        .map_err(database_failure)?;
+        if let Some(own) = own {
+            return Err(BookingError::CustomerOverlap(Box::new(own)));
+        }
+    }};
+}
 use super::{Dialect, Store, StoreResult, reading};
 use crate::booking::Appointment;
 use crate::domain::{Cents, ContactId, LedgerKey, TenantId};
@@ -191,26 +220,16 @@ impl BookingStore for Store {
             let locks = slot_locks(new.tenant, new.contact, new.professional_id, new.starts_at, new.ends_at);
             pool.queue_behind(&mut tx, &locks).await.map_err(database_failure)?;
             if !new.allow_customer_overlap {
-                let own: Option<Appointment> = sqlx::query_as(concat!(
-                    "SELECT ",
-                    appointment_columns!(),
-                    " FROM appointments
-                     WHERE tenant_id = $1 AND contact_id = $2 AND status IN ('held', 'confirmed')
-                       AND starts_at < $4 AND ends_at > $3
-                       AND (idempotency_key IS NULL OR idempotency_key <> $5)
-                     ORDER BY starts_at LIMIT 1"
-                ))
-                .bind(new.tenant.0)
-                .bind(new.contact.0)
-                .bind(new.starts_at)
-                .bind(new.ends_at)
-                .bind(new.key.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(database_failure)?;
-                if let Some(own) = own {
-                    return Err(BookingError::CustomerOverlap(Box::new(own)));
-                }
+                // No appointment has id 0: nothing of the customer's is left out but this key's.
+                refuse_customer_overlap!(
+                    tx,
+                    new.tenant,
+                    new.contact,
+                    new.starts_at,
+                    new.ends_at,
+                    new.key.as_str(),
+                    0_i64
+                );
             }
             let inserted: Option<Appointment> = sqlx::query_as(concat!(
                 "INSERT INTO appointments (tenant_id, contact_id, service_id, professional_id, starts_at, ends_at, status,
@@ -297,6 +316,10 @@ impl BookingStore for Store {
             pool.queue_behind(&mut tx, &locks).await.map_err(database_failure)?;
             // From now on it is keyed by its new slot, so asking to book that slot finds it.
             release_active!(tx, pool, to.tenant, to.contact, to.id, held, now);
+            // Not onto another of the customer's appointments, whoever moves it (the model, the
+            // console): the customer's lock above makes this read hold.
+            // Its own booking already at the new slot (same key) is an overlap too: no key is left out.
+            refuse_customer_overlap!(tx, to.tenant, to.contact, to.starts_at, to.ends_at, "", to.id);
             sqlx::query_as(concat!(
                 "UPDATE appointments SET starts_at = $1, ends_at = $2, idempotency_key = $3, updated_at = $4,
                      professional_id = $7

@@ -299,8 +299,8 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
     let first = insert("k1", at(17, 0), at(17, 40), s.ze).await.unwrap();
     assert!(matches!(insert("k2", at(17, 39), at(18, 0), s.ze).await, Err(balcao::store::BookingError::SlotTaken)));
     // Back to back is fine; another professional is fine; the same key returns the same row.
-    insert("k3", at(17, 40), at(18, 0), s.ze).await.unwrap();
-    insert("k4", at(17, 0), at(17, 40), s.rafa).await.unwrap();
+    let k3 = insert("k3", at(17, 40), at(18, 0), s.ze).await.unwrap();
+    let k4 = insert("k4", at(17, 0), at(17, 40), s.rafa).await.unwrap();
     assert_eq!(insert("k1", at(17, 0), at(17, 40), s.ze).await.unwrap(), first);
     // A cancelled appointment frees its time; moving onto an occupied one is refused.
     db.store.cancel_appointment(s.tenant.id, c.contact, first.id, None, now()).await.unwrap();
@@ -321,8 +321,39 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
             now(),
         )
         .await;
-    assert!(matches!(clash, Err(balcao::store::BookingError::SlotTaken)));
-    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 3);
+    // The blocks it would meet are this customer's own (k4 with Rafa, k3 with Zé): that is said
+    // first. Another customer's is the database's refusal.
+    assert!(matches!(&clash, Err(balcao::store::BookingError::CustomerOverlap(own)) if own.id == k4.id), "{clash:?}");
+    for own in [k3.id, k4.id] {
+        db.store.cancel_appointment(s.tenant.id, c.contact, own, None, now()).await.unwrap();
+    }
+    let other = s.customer(db, "5511999990002").await;
+    let key = LedgerKey::from_stored("k7".into());
+    let theirs = NewAppointment {
+        tenant: s.tenant.id,
+        contact: other.contact,
+        service_id: s.corte,
+        professional_id: s.ze,
+        starts_at: at(17, 40),
+        ends_at: at(18, 0),
+        price: Cents(5000),
+        key: &key,
+        allow_customer_overlap: false,
+        hold: None,
+    };
+    db.store.insert_appointment(&theirs, None, now()).await.unwrap();
+    let to = Move {
+        tenant: s.tenant.id,
+        contact: c.contact,
+        id: fresh.id,
+        professional_id: s.ze,
+        starts_at: at(17, 30),
+        ends_at: at(18, 10),
+        key: &LedgerKey::from_stored("k6".into()),
+    };
+    let clash = db.store.move_appointment(&to, None, now()).await;
+    assert!(matches!(clash, Err(balcao::store::BookingError::SlotTaken)), "{clash:?}");
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 2);
 });
 
 contract!(applying_the_catalog_twice_changes_nothing, |db| async move {
@@ -413,4 +444,39 @@ contract!(a_move_to_where_a_booking_already_is_does_not_replay_after_it_moved, |
     assert!(matches!(&back, Outcome::Executed(v) if v["starts_at"] == at("14:00")), "{back:?}");
     let mine = executed(s.call(&c, "list_my_bookings", json!({})).await);
     assert_eq!(mine["bookings"][0]["starts_at"], at("14:00"));
+});
+
+contract!(a_customer_is_never_in_two_places_whoever_books_or_moves, |db| async move {
+    let s = Arc::new(Scenario::new(db).await);
+    let c = Arc::new(s.customer(db, "5511999990001").await);
+    let book = |pro: i64, at: &'static str| {
+        let (s, c) = (s.clone(), c.clone());
+        async move {
+            s.call(&c, "create_booking", json!({ "service_id": s.corte, "professional_id": pro, "starts_at": at }))
+                .await
+        }
+    };
+    // The same customer at 14:00 with both professionals, racing: one booking, whatever the
+    // backend (on PostgreSQL the customer's lock makes the overlap check hold).
+    let racers: Vec<_> = (0..8)
+        .map(|i| tokio::spawn(book(if i % 2 == 0 { s.ze } else { s.rafa }, "2026-03-11T14:00:00-03:00")))
+        .collect();
+    for racer in racers {
+        match racer.await.unwrap() {
+            Outcome::Executed(_) | Outcome::AlreadyDone(_) | Outcome::AlreadyInProgress => {}
+            Outcome::Failed { details, .. } if details["reason"] == "customer_busy" => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+
+    // A second booking later that day cannot be moved onto the first, by the model's tool.
+    let later = executed(book(s.rafa, "2026-03-11T15:30:00-03:00").await);
+    let id = later["booking_id"].as_i64().unwrap();
+    let onto =
+        s.call(&c, "reschedule_booking", json!({ "booking_id": id, "starts_at": "2026-03-11T14:00:00-03:00" })).await;
+    assert!(matches!(&onto, Outcome::Failed { details, .. } if details["reason"] == "customer_busy"), "{onto:?}");
+    let mine = executed(s.call(&c, "list_my_bookings", json!({})).await);
+    let at: Vec<&str> = mine["bookings"].as_array().unwrap().iter().filter_map(|b| b["starts_at"].as_str()).collect();
+    assert_eq!(at, ["2026-03-11T14:00:00-03:00", "2026-03-11T15:30:00-03:00"]);
 });

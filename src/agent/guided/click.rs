@@ -18,6 +18,14 @@ pub(super) enum Click {
     Mine {
         page: usize,
     },
+    /// The bookings to move ("remarcar"), paged.
+    MoveList {
+        page: usize,
+    },
+    /// The bookings to cancel ("cancelar"), paged.
+    CancelList {
+        page: usize,
+    },
     /// A service chosen: its professionals.
     Service {
         service: i64,
@@ -82,6 +90,8 @@ impl Click {
             Self::Menu => "g:menu".to_owned(),
             Self::Book { page: p } => format!("{MENU_BOOK}{}", page(p)),
             Self::Mine { page: p } => format!("{MENU_MINE}{}", page(p)),
+            Self::MoveList { page: p } => format!("g:mvlist{}", page(p)),
+            Self::CancelList { page: p } => format!("g:cxlist{}", page(p)),
             Self::Service { service, page: p } => format!("g:svc:{service}{}", page(p)),
             Self::Professional { service, professional } => format!("g:pro:{service}:{professional}"),
             Self::Day { service, professional, date, page: p } => {
@@ -124,6 +134,8 @@ impl Click {
             ["g", "menu"] => Self::Menu,
             ["g", "book"] | ["g", "book", _] => Self::Book { page: page(2)? },
             ["g", "mine"] | ["g", "mine", _] => Self::Mine { page: page(2)? },
+            ["g", "mvlist"] | ["g", "mvlist", _] => Self::MoveList { page: page(2)? },
+            ["g", "cxlist"] | ["g", "cxlist", _] => Self::CancelList { page: page(2)? },
             ["g", "svc", _] | ["g", "svc", _, _] => Self::Service { service: n(2)?, page: page(3)? },
             ["g", "pro", _, _] => Self::Professional { service: n(2)?, professional: n(3)? },
             ["g", "day", _, _, _] | ["g", "day", _, _, _, _] => {

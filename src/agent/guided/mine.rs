@@ -60,7 +60,13 @@ impl GuidedTurn {
             })
             .collect();
         if let Some(next) = next {
-            rows.push(row(&Click::Mine { page: next }, &guided(T::MoreOptions)?, None));
+            // The next page opens the same kind of list.
+            let more = match purpose {
+                Purpose::Manage => Click::Mine { page: next },
+                Purpose::Move => Click::MoveList { page: next },
+                Purpose::Cancel => Click::CancelList { page: next },
+            };
+            rows.push(row(&more, &guided(T::MoreOptions)?, None));
         }
         let (ask, list) = match purpose {
             Purpose::Manage => (T::WhichToChange, T::ChooseBookingButton),

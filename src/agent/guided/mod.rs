@@ -298,6 +298,8 @@ impl GuidedTurn {
             Some(Click::Menu) => self.menu(turn).await,
             Some(Click::Book { page }) => self.services(turn, page).await,
             Some(Click::Mine { page }) => self.mine(turn, page, Purpose::Manage).await,
+            Some(Click::MoveList { page }) => self.mine(turn, page, Purpose::Move).await,
+            Some(Click::CancelList { page }) => self.mine(turn, page, Purpose::Cancel).await,
             Some(Click::Service { service, page }) => self.professionals(turn, service, page).await,
             Some(Click::Professional { service, professional }) => {
                 self.days(turn, Pick::New { service, professional }).await
