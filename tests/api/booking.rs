@@ -305,22 +305,17 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
     // A cancelled appointment frees its time; moving onto an occupied one is refused.
     db.store.cancel_appointment(s.tenant.id, c.contact, first.id, None, now()).await.unwrap();
     let fresh = insert("k5", at(17, 0), at(17, 40), s.ze).await.unwrap();
-    let clash = db
-        .store
-        .move_appointment(
-            &Move {
-                tenant: s.tenant.id,
-                contact: c.contact,
-                id: fresh.id,
-                professional_id: s.ze,
-                starts_at: at(17, 30),
-                ends_at: at(18, 10),
-                key: &LedgerKey::from_stored("k6".into()),
-            },
-            None,
-            now(),
-        )
-        .await;
+    let k6 = LedgerKey::from_stored("k6".into());
+    let to = Move {
+        tenant: s.tenant.id,
+        contact: c.contact,
+        id: fresh.id,
+        professional_id: s.ze,
+        starts_at: at(17, 30),
+        ends_at: at(18, 10),
+        key: &k6,
+    };
+    let clash = db.store.move_appointment(&to, None, now()).await;
     // The blocks it would meet are this customer's own (k4 with Rafa, k3 with Zé): that is said
     // first. Another customer's is the database's refusal.
     assert!(matches!(&clash, Err(balcao::store::BookingError::CustomerOverlap(own)) if own.id == k4.id), "{clash:?}");
@@ -342,15 +337,6 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
         hold: None,
     };
     db.store.insert_appointment(&theirs, None, now()).await.unwrap();
-    let to = Move {
-        tenant: s.tenant.id,
-        contact: c.contact,
-        id: fresh.id,
-        professional_id: s.ze,
-        starts_at: at(17, 30),
-        ends_at: at(18, 10),
-        key: &LedgerKey::from_stored("k6".into()),
-    };
     let clash = db.store.move_appointment(&to, None, now()).await;
     assert!(matches!(clash, Err(balcao::store::BookingError::SlotTaken)), "{clash:?}");
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 2);

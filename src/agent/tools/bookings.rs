@@ -88,13 +88,8 @@ impl Tool for ProposeBooking {
             .ok_or_else(|| ToolFailure::permanent("unknown professional_id", Value::Null))?;
         let wanted = Wanted { service_id, professional_id, start };
         check_offered(store, call, wanted).await?;
-        let upcoming =
-            store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(ToolFailure::storage)?;
         let (_, ends_at) = block(service, start);
-        if let Some(own) = upcoming.iter().find(|a| a.starts_at < ends_at && a.ends_at > start) {
-            let e = BookingError::CustomerOverlap(Box::new(own.clone()));
-            return Err(booking_failure(store, call, e, Some(wanted)).await);
-        }
+        refuse_if_busy(store, call, wanted, ends_at, None).await?;
         let when = crate::messages::when_at(ctx.tenant.timezone, start);
         let text = action_text(ActionText::OfferBooking {
             service: &service.name,
@@ -143,16 +138,7 @@ impl Tool for ProposeMove {
         check_offered(store, call, wanted).await?;
         // Already there (an old time row tapped again), or onto another of the customer's
         // bookings: said as the booking flow says it, before any buttons.
-        let ends_at = start + (current.ends_at - current.starts_at);
-        let upcoming =
-            store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(ToolFailure::storage)?;
-        let busy = upcoming.iter().find(|a| {
-            (a.id == id && a.starts_at == start) || (a.id != id && a.starts_at < ends_at && a.ends_at > start)
-        });
-        if let Some(own) = busy {
-            let e = BookingError::CustomerOverlap(Box::new(own.clone()));
-            return Err(booking_failure(store, call, e, Some(wanted)).await);
-        }
+        refuse_if_busy(store, call, wanted, start + (current.ends_at - current.starts_at), Some(id)).await?;
         let (services, professionals) = store.catalog(ctx.tenant.id).await.map_err(ToolFailure::storage)?;
         let service = services.iter().find(|s| s.id == current.service_id).map_or("?", |s| s.name.as_str());
         let professional =
@@ -167,5 +153,32 @@ impl Tool for ProposeMove {
         .map_err(|e| ToolFailure::Transient(e.to_string()))?;
         let payload = ActionPayload::Move { booking_id: id, starts_at: start };
         self.proposer.propose(call, Proposal::new(payload, text, ctx.now)).await
+    }
+}
+
+/// Refuses a proposal as `customer_busy` before its buttons go out: the customer already has an
+/// upcoming booking over `[wanted.start, ends_at)`. The booking being moved (`moving`) counts
+/// only when it is already at that start.
+async fn refuse_if_busy(
+    store: &Store,
+    call: &ToolCall<'_>,
+    wanted: Wanted,
+    ends_at: chrono::DateTime<chrono::Utc>,
+    moving: Option<i64>,
+) -> Result<(), ToolFailure> {
+    let ctx = call.ctx;
+    let upcoming =
+        store.upcoming_appointments(ctx.tenant.id, ctx.customer, ctx.now).await.map_err(ToolFailure::storage)?;
+    let start = wanted.start;
+    let busy = upcoming.iter().find(|a| match moving {
+        Some(id) if a.id == id => a.starts_at == start,
+        _ => a.starts_at < ends_at && a.ends_at > start,
+    });
+    match busy {
+        Some(own) => {
+            let e = BookingError::CustomerOverlap(Box::new(own.clone()));
+            Err(booking_failure(store, call, e, Some(wanted)).await)
+        }
+        None => Ok(()),
     }
 }

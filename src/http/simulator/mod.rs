@@ -227,6 +227,12 @@ pub struct OutboxQuery {
     after: i64,
 }
 
+impl OutboxQuery {
+    fn phone(&self) -> Result<PhoneE164, ApiError> {
+        PhoneE164::parse(&self.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))
+    }
+}
+
 pub async fn outbox(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -235,7 +241,7 @@ pub async fn outbox(
     Query(q): Query<OutboxQuery>,
 ) -> Result<Json<Value>, SimError> {
     let tenant = access(&state, &headers, admin, &slug).await?;
-    let phone = PhoneE164::parse(&q.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let phone = q.phone()?;
     // Whether an answer may still come (`balcao chat` stops waiting once nothing is pending).
     // Read before the messages: a turn finished by then has its replies in what follows.
     let pending = state.store.turn_pending(tenant.id, phone.digits()).await?;
@@ -256,7 +262,7 @@ pub async fn sent(
     Query(q): Query<OutboxQuery>,
 ) -> Result<Json<Value>, SimError> {
     let tenant = access(&state, &headers, admin, &slug).await?;
-    let phone = PhoneE164::parse(&q.wa_id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let phone = q.phone()?;
     let sent = state.store.sent_by(tenant.id, phone.digits()).await?;
     let sent: Vec<Value> = sent.iter().map(|m| json!({ "after": m.after, "kind": m.kind, "text": m.body })).collect();
     Ok(Json(json!({ "sent": sent })))
