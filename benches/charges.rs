@@ -1,8 +1,17 @@
 //! Pix charges per second end to end through the sandbox gateway: signed click webhook →
 //! click job → conditional confirm → ledger → charge recorded with the customer's messages in
-//! the outbox. SQLite and PostgreSQL, 4 workers, 4 staff members clicking.
+//! the outbox. SQLite and PostgreSQL, 8 workers (8 units of work at once), 8 staff members
+//! clicking; on PostgreSQL twice: with units of work (a click's statements on one connection,
+//! `store::unit`) and on the per-statement path, side by side.
+//!
+//! Before the clock: a quarter as many clicks again (the warm-up), then `ANALYZE`. Commits per
+//! click come from the database's own count of write transactions over the timed clicks
+//! (`common::commits`), the intake's included.
 //!
 //! `cargo bench --bench charges`; set `BALCAO_BENCH_POSTGRES_URL` to add PostgreSQL.
+
+#[path = "common/mod.rs"]
+mod common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -14,18 +23,30 @@ use balcao::domain::{ActionId, Cents, ClickId, DatabaseUrl, Decision, PhoneE164}
 use balcao::store::{ActionStore, ChargeStore, NewAction, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use balcao::whatsapp::ContactIdentity;
+use futures::StreamExt;
 use serde_json::json;
 
 const CHARGES: usize = 400;
-const STAFF: usize = 4;
+const STAFF: usize = 8;
+/// Clicks before the clock starts.
+const WARM_UP: usize = CHARGES / 4;
 const SECRET: &str = "bench-secret";
 
 fn identity(phone: &PhoneE164) -> ContactIdentity {
     ContactIdentity { wa_id: Some(phone.clone()), user_id: None, username: None, profile_name: None }
 }
 
-async fn run(name: &str, url: &str) -> String {
+/// How a run's store reaches the database.
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    Units,
+    PerStatement,
+}
+
+/// One run: its table row, its charges per second and its commits per click.
+async fn run(name: &str, url: &str, path: Path) -> (String, f64, f64) {
     let store = Store::connect(&DatabaseUrl::new(url), 16).await.expect("connect");
+    let store = if path == Path::PerStatement { store.per_statement() } else { store };
     store.migrate().await.expect("migrate");
     let mut spec = TenantSpec::parse(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tenants/example.toml")).expect("example"),
@@ -38,7 +59,7 @@ async fn run(name: &str, url: &str) -> String {
     let now = chrono::Utc::now();
     // Proposals made beforehand: the bench measures the click and the charge, not the form.
     let mut clicks = Vec::new();
-    for i in 0..CHARGES {
+    for i in 0..WARM_UP + CHARGES {
         let member = &staff[i % STAFF];
         let conversation = store.ensure_conversation(tenant, &identity(member), now).await.expect("conversation");
         let payload = ActionPayload::Charge {
@@ -66,7 +87,7 @@ async fn run(name: &str, url: &str) -> String {
         ("BALCAO_ADDR", "127.0.0.1:0"),
         ("WHATSAPP_APP_SECRET", SECRET),
         ("BALCAO_POLL_INTERVAL_MS", "5"),
-        ("BALCAO_WORKERS", "4"),
+        ("BALCAO_WORKERS", "8"),
         ("RUST_LOG", "warn"),
     ]
     .into_iter()
@@ -80,62 +101,109 @@ async fn run(name: &str, url: &str) -> String {
         let _ = stopped.await;
     }));
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    for (i, (member, click)) in clicks.iter().enumerate() {
-        let from = member.digits();
-        let body = serde_json::to_vec(&json!({
-            "object": "whatsapp_business_account",
-            "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
-                "metadata": { "phone_number_id": spec.phone_number_id },
-                "contacts": [{ "profile": { "name": "Zé" }, "wa_id": from }],
-                "messages": [{ "from": from, "id": format!("wamid.click.{i}"), "timestamp": "1", "type": "interactive",
-                               "interactive": { "type": "button_reply", "button_reply": { "id": click, "title": "Confirmar" } } }]
-            }}]}]
-        }))
-        .expect("json");
-        let status = http
-            .post(format!("{base}/webhooks/whatsapp"))
-            .header("x-hub-signature-256", balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body))
-            .body(body)
-            .send()
-            .await
-            .expect("post")
-            .status();
-        assert!(status.is_success());
-    }
     let since = now - chrono::TimeDelta::hours(1);
-    loop {
-        let done = store.charges(tenant, None, since, CHARGES as i64 + 1).await.expect("charges").len();
-        if done >= CHARGES {
-            break;
+    let clicked = |from: usize, to: usize| {
+        let (http, base, phone_number_id, store, clicks) = (&http, &base, &spec.phone_number_id, &store, &clicks);
+        async move {
+            let started = Instant::now();
+            // Posted from 32 connections, so the intake keeps ahead of the workers.
+            let post = |(i, (member, click)): (usize, &(PhoneE164, String))| {
+                let (from, click) = (member.digits().to_owned(), click.clone());
+                async move {
+                    let body = serde_json::to_vec(&json!({
+                    "object": "whatsapp_business_account",
+                    "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
+                        "metadata": { "phone_number_id": phone_number_id },
+                        "contacts": [{ "profile": { "name": "Zé" }, "wa_id": from }],
+                        "messages": [{ "from": from, "id": format!("wamid.click.{i}"), "timestamp": "1", "type": "interactive",
+                                       "interactive": { "type": "button_reply", "button_reply": { "id": click, "title": "Confirmar" } } }]
+                    }}]}]
+                }))
+                .expect("json");
+                    let status = http
+                        .post(format!("{base}/webhooks/whatsapp"))
+                        .header("x-hub-signature-256", balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body))
+                        .body(body)
+                        .send()
+                        .await
+                        .expect("post")
+                        .status();
+                    assert!(status.is_success());
+                }
+            };
+            let posts = clicks.iter().enumerate().take(to).skip(from).map(post);
+            futures::stream::iter(posts).buffer_unordered(32).collect::<Vec<()>>().await;
+            loop {
+                let done = store.charges(tenant, None, since, to as i64 + 1).await.expect("charges").len();
+                if done >= to {
+                    break;
+                }
+                assert!(started.elapsed() < Duration::from_secs(600), "stuck at {done} charges");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let elapsed = started.elapsed();
+            // Every commit of the clicks counts: a click may still be writing after its charge.
+            while common::unfinished(url).await > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            elapsed
         }
-        assert!(started.elapsed() < Duration::from_secs(600), "stuck at {done} charges");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let elapsed = started.elapsed();
+    };
+    clicked(0, WARM_UP).await;
+    common::analyze(url).await;
+    let commits_before = common::commits(&store, url).await;
+    let elapsed = clicked(WARM_UP, WARM_UP + CHARGES).await;
+    // The probe's own transaction id is not the clicks' (PostgreSQL; SQLite's probe is free).
+    let probe = if store.sqlite_commits().is_some() { 0 } else { 1 };
+    let committed = common::commits(&store, url).await - commits_before - probe;
     let _ = stop.send(());
     let _ = server.await;
-    format!(
-        "| {name} | {CHARGES} | {:.1} | {:.1} |\n",
-        CHARGES as f64 / elapsed.as_secs_f64(),
-        elapsed.as_secs_f64() * 1000.0 / CHARGES as f64
-    )
+    let rate = CHARGES as f64 / elapsed.as_secs_f64();
+    let how = match path {
+        Path::Units => "units of work",
+        Path::PerStatement => "per statement (the old path)",
+    };
+    let per_click = committed as f64 / CHARGES as f64;
+    let row = format!(
+        "| {name} | {how} | {CHARGES} | {rate:.1} | {:.1} | {per_click:.2} |\n",
+        elapsed.as_secs_f64() * 1000.0 / CHARGES as f64,
+    );
+    (row, rate, per_click)
 }
 
 #[tokio::main]
 async fn main() {
-    let mut table = String::from("| backend | charges | charges/s | ms per charge (wall) |\n|---|---|---|---|\n");
+    let mut table = String::from(
+        "| backend | path | charges | charges/s | ms per charge (wall) | commits per click |\n|---|---|---|---|---|---|\n",
+    );
     let dir = tempfile::tempdir().expect("dir");
-    table += &run("SQLite", &format!("sqlite://{}/charges.db", dir.path().display())).await;
+    let (row, rate, per_click) =
+        run("SQLite", &format!("sqlite://{}/charges.db", dir.path().display()), Path::Units).await;
+    table += &row;
+    let mut ratio =
+        format!("\nratio | commits per click (SQLite), at {rate:.0} charges/s | {per_click:.2} | target ≤ 4\n");
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
         let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
-        let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
-        let db = "balcao_bench_charges";
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {db}"))).execute(&admin).await.expect("drop");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.expect("create");
-        table += &run("PostgreSQL", &format!("{base}/{db}")).await;
+        let mut rates = Vec::new();
+        for path in [Path::PerStatement, Path::Units] {
+            let db = "balcao_bench_charges";
+            let url = common::fresh_database(&admin, &server, db).await;
+            let (row, rate, per_click) = run("PostgreSQL", &url, path).await;
+            table += &row;
+            rates.push(rate);
+            if path == Path::Units {
+                ratio += &format!(
+                    "ratio | commits per click (PostgreSQL), at {rate:.0} charges/s | {per_click:.2} | target ≤ 4\n"
+                );
+            }
+            common::drop_database(&admin, db).await;
+        }
+        ratio += &format!(
+            "ratio | charges/s at 8 units, units ÷ per statement (PostgreSQL) | {:.2}× | target ≥ 1.5×\n",
+            rates[1] / rates[0]
+        );
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }
-    println!("\n{table}");
+    println!("\n{table}{ratio}");
 }

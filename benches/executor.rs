@@ -118,29 +118,47 @@ async fn direct(
     item: &str,
     fresh: bool,
 ) {
-    let args = NOOP.normalize(&json!({ "item": item })).expect("args");
-    let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
-    let key = derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key");
+    let key = noop_key(tenant, contact, item);
     let found = store.probe_execution(tenant.id, &key).await.expect("probe");
     assert_eq!(found.is_none(), fresh);
     if fresh {
-        let (fingerprint, arguments) = (fingerprint(&args), args.to_value());
-        let new = NewExecution {
-            tenant: tenant.id,
-            key: &key,
-            tool: NOOP.name,
-            fingerprint: &fingerprint,
-            arguments: &arguments,
-            conversation,
-            contact,
-            turn: None,
-            tool_use_id: None,
-            turn_attempt: None,
-        };
-        let result = json!({ "ok": true });
-        let settled = Settlement { state: LedgerState::Succeeded, result: Some(&result), error: None };
-        store.insert_settled_execution(&new, &settled, Utc::now()).await.expect("insert").expect("fresh key");
+        insert(store, tenant, contact, conversation, item).await;
     }
+}
+
+fn noop_key(tenant: &balcao::tenant::Tenant, contact: ContactId, item: &str) -> balcao::domain::LedgerKey {
+    let args = NOOP.normalize(&json!({ "item": item })).expect("args");
+    let scope = KeyScope { tenant: tenant.id, customer: contact, trigger_message_id: None };
+    derive_key(NOOP.name, KeyPolicy::Business, &scope, &NOOP.identity(&args)).expect("key")
+}
+
+/// The floor of an executed call: its one durable one-row insert (the settled ledger row of a
+/// fresh key), alone.
+async fn insert(
+    store: &Store,
+    tenant: &balcao::tenant::Tenant,
+    contact: ContactId,
+    conversation: ConversationId,
+    item: &str,
+) {
+    let args = NOOP.normalize(&json!({ "item": item })).expect("args");
+    let key = noop_key(tenant, contact, item);
+    let (fingerprint, arguments) = (fingerprint(&args), args.to_value());
+    let new = NewExecution {
+        tenant: tenant.id,
+        key: &key,
+        tool: NOOP.name,
+        fingerprint: &fingerprint,
+        arguments: &arguments,
+        conversation,
+        contact,
+        turn: None,
+        tool_use_id: None,
+        turn_attempt: None,
+    };
+    let result = json!({ "ok": true });
+    let settled = Settlement { state: LedgerState::Succeeded, result: Some(&result), error: None };
+    store.insert_settled_execution(&new, &settled, Utc::now()).await.expect("insert").expect("fresh key");
 }
 
 /// Calls per second of the four workloads the peer runs too, in [`PEER_WORKLOADS`] order.
@@ -149,7 +167,7 @@ type Rates = [f64; 4];
 /// The peer's row names (scripts/bench_peer.py), in the order of [`Rates`].
 const PEER_WORKLOADS: [&str; 4] = ["executed sequential", "replay sequential", "executed 8 × 500", "replay 8 × 500"];
 
-async fn bench(name: &str, url: &str) -> (String, String, Rates) {
+async fn bench(name: &str, url: &str) -> (String, String, Rates, String) {
     let (store, tenant, contact, conversation) = setup(url).await;
     let executor = Executor::new(store.clone(), Duration::from_secs(120));
     let ctx = |now| CallContext::outside_turn(&tenant, contact, conversation, now);
@@ -162,17 +180,19 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
             executor.execute(&Noop(spec), &ctx(Utc::now()), &input).await.expect("warm-up");
         }
         direct(&store, &tenant, contact, conversation, &format!("warm-direct-{i}"), true).await;
+        insert(&store, &tenant, contact, conversation, &format!("warm-floor-{i}")).await;
     }
     common::analyze(url).await;
-    let (mut via_executor, mut issued, mut outside, mut replay, mut one_statement, mut one_read) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut via_executor, mut issued, mut outside, mut replay, mut one_statement, mut one_read, mut floor) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Interleaved rounds, so drift in the machine's speed hits both sides alike.
     for round in 0..ROUNDS {
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("exec-{round}-{i}") });
             let now = Utc::now();
             let started = Instant::now();
-            let outcome = executor.execute(&Noop(&NOOP), &ctx(now), &input).await.expect("execute");
+            // A call is a unit of work, as inside a turn: its statements share one connection.
+            let outcome = store.unit(executor.execute(&Noop(&NOOP), &ctx(now), &input)).await.expect("execute");
             via_executor.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
         }
@@ -184,14 +204,15 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("outside-{round}-{i}") });
             let started = Instant::now();
-            let outcome = executor.execute(&Noop(&NOOP_OUTSIDE), &ctx(Utc::now()), &input).await.expect("execute");
+            let outcome =
+                store.unit(executor.execute(&Noop(&NOOP_OUTSIDE), &ctx(Utc::now()), &input)).await.expect("execute");
             outside.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_)));
         }
         for i in 0..CALLS / ROUNDS {
             let input = json!({ "item": format!("exec-{round}-{i}") });
             let started = Instant::now();
-            let outcome = executor.execute(&Noop(&NOOP), &ctx(Utc::now()), &input).await.expect("replay");
+            let outcome = store.unit(executor.execute(&Noop(&NOOP), &ctx(Utc::now()), &input)).await.expect("replay");
             replay.push(started.elapsed());
             assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_)));
         }
@@ -206,31 +227,62 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
             store.count_inbound(tenant.id).await.expect("one read");
             one_read.push(started.elapsed());
         }
+        for i in 0..CALLS / ROUNDS {
+            let started = Instant::now();
+            insert(&store, &tenant, contact, conversation, &format!("floor-{round}-{i}")).await;
+            floor.push(started.elapsed());
+        }
     }
-    let (e, d, x, r, o, q) = (
+    let (e, d, x, r, o, q, f) = (
         Timings(via_executor),
         Timings(issued),
         Timings(outside),
         Timings(replay),
         Timings(one_statement),
         Timings(one_read),
+        Timings(floor),
     );
-    let (executed_rate, replay_rate) = concurrent(&executor, &tenant, contact, conversation).await;
-    let concurrent = format!(
-        "| {name} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
-         | {name} | replay via executor (`already_done`) | {TASKS} × {PER_TASK} | {replay_rate:.0} | {:.0} | {:.2}× |\n",
-        1e6 / e.mean_us(),
-        executed_rate * e.mean_us() / 1e6,
-        1e6 / r.mean_us(),
-        replay_rate * r.mean_us() / 1e6,
-    );
+    let mut concurrent_rows = String::new();
+    let mut ratios = String::new();
+    let mut rates_by_path = Vec::new();
+    // PostgreSQL runs the per-statement path first, side by side (SQLite has no units).
+    let paths: &[(&str, bool)] = if store.connection_id().await.expect("id").is_some() {
+        &[("per statement", true), ("units", false)]
+    } else {
+        &[("-", false)]
+    };
+    for &(path, per_statement) in paths {
+        let store = if per_statement { store.clone().per_statement() } else { store.clone() };
+        let executor = Executor::new(store.clone(), Duration::from_secs(120));
+        let (executed_rate, replay_rate) = concurrent(&store, &executor, &tenant, contact, conversation, path).await;
+        concurrent_rows += &format!(
+            "| {name} | {path} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
+             | {name} | {path} | replay via executor (`already_done`) | {TASKS} × {PER_TASK} | {replay_rate:.0} | {:.0} | {:.2}× |\n",
+            1e6 / e.mean_us(),
+            executed_rate * e.mean_us() / 1e6,
+            1e6 / r.mean_us(),
+            replay_rate * r.mean_us() / 1e6,
+        );
+        rates_by_path.push((executed_rate, replay_rate));
+    }
+    if let [(old_executed, old_replay), (executed, replay)] = rates_by_path[..] {
+        ratios += &format!(
+            "ratio | executor, {TASKS} × {PER_TASK} executed, units ÷ per statement ({name}) | {:.2}× | up\n\
+             ratio | executor, {TASKS} × {PER_TASK} replays, units ÷ per statement ({name}) | {:.2}× | up\n",
+            executed / old_executed,
+            replay / old_replay
+        );
+    }
+    let (executed_rate, replay_rate) = rates_by_path[rates_by_path.len() - 1];
+    let concurrent = concurrent_rows;
     let sequential = format!(
         "| {name} | executed via executor, local effect (one commit) | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
          | {name} | its probe + settled insert issued directly (one durable) | {:.0} | {:.0} | {:.0} | |\n\
          | {name} | executed via executor, outside effect (reserve, then settle) | {:.0} | {:.0} | {:.0} | {:.2}× local |\n\
          | {name} | replay via executor (`already_done`) | {:.0} | {:.0} | {:.0} | {:.2}× its one statement |\n\
          | {name} | the probe on an existing key, directly | {:.0} | {:.0} | {:.0} | |\n\
-         | {name} | for scale: one indexed read | {:.0} | {:.0} | {:.0} | |\n",
+         | {name} | the floor: one durable one-row insert (a settled ledger row) | {:.0} | {:.0} | {:.0} | |\n\
+         | {name} | the floor: one indexed read | {:.0} | {:.0} | {:.0} | |\n",
         e.mean_us(),
         e.p(0.5),
         e.p(0.99),
@@ -249,12 +301,21 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates) {
         o.mean_us(),
         o.p(0.5),
         o.p(0.99),
+        f.mean_us(),
+        f.p(0.5),
+        f.p(0.99),
         q.mean_us(),
         q.p(0.5),
         q.p(0.99),
     );
+    ratios += &format!(
+        "ratio | executed local call ÷ one durable insert ({name}) | {:.2}× | target ≤ 1.5×\n\
+         ratio | replay ÷ one indexed read ({name}) | {:.2}× | target ≤ 1.3×\n",
+        e.mean_us() / f.mean_us(),
+        r.mean_us() / q.mean_us(),
+    );
     let rates = [1e6 / e.mean_us(), 1e6 / r.mean_us(), executed_rate, replay_rate];
-    (sequential, concurrent, rates)
+    (sequential, concurrent, rates, ratios)
 }
 
 /// Runs `scripts/bench-peer` (agent-ledger 0.2.1 on the same PostgreSQL, right after Balcão)
@@ -289,22 +350,25 @@ fn peer() -> Option<Rates> {
 /// [`TASKS`] tasks of [`PER_TASK`] executed calls each, all at once, then the same calls again
 /// (every one a replay); calls per second of each phase, from the first call to the last answer.
 async fn concurrent(
+    store: &Store,
     executor: &Executor,
     tenant: &balcao::tenant::Tenant,
     contact: ContactId,
     conversation: ConversationId,
+    path: &str,
 ) -> (f64, f64) {
     let mut rates = [0.0; 2];
     for (phase, rate) in rates.iter_mut().enumerate() {
         let started = Instant::now();
         let tasks: Vec<_> = (0..TASKS)
             .map(|task| {
-                let (executor, tenant) = (executor.clone(), tenant.clone());
+                let (store, executor, tenant, path) =
+                    (store.clone(), executor.clone(), tenant.clone(), path.to_owned());
                 tokio::spawn(async move {
                     for i in 0..PER_TASK {
                         let ctx = CallContext::outside_turn(&tenant, contact, conversation, Utc::now());
-                        let input = json!({ "item": format!("concurrent-{task}-{i}") });
-                        let outcome = executor.execute(&Noop(&NOOP), &ctx, &input).await.expect("execute");
+                        let input = json!({ "item": format!("concurrent-{path}-{task}-{i}") });
+                        let outcome = store.unit(executor.execute(&Noop(&NOOP), &ctx, &input)).await.expect("execute");
                         match phase {
                             0 => assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_))),
                             _ => assert!(matches!(outcome, balcao::ledger::Outcome::AlreadyDone(_))),
@@ -325,11 +389,12 @@ async fn concurrent(
 async fn main() {
     let mut table = String::from("| backend | what | mean µs | p50 µs | p99 µs | ratio |\n|---|---|---|---|---|---|\n");
     let mut rates = String::from(
-        "| backend | what | tasks × calls | calls/s | sequential calls/s | concurrent ÷ sequential |\n\
-         |---|---|---|---|---|---|\n",
+        "| backend | path | what | tasks × calls | calls/s | sequential calls/s | concurrent ÷ sequential |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     let dir = tempfile::tempdir().expect("dir");
-    let (sequential, concurrent, _) = bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
+    let (sequential, concurrent, _, mut ratios) =
+        bench("SQLite", &format!("sqlite://{}/ledger.db", dir.path().display())).await;
     (table, rates) = (table + &sequential, rates + &concurrent);
     let mut versus = String::new();
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
@@ -338,8 +403,9 @@ async fn main() {
             sqlx::query(sql).execute(&admin).await.expect("database");
         }
         let base = server.rsplit_once('/').map(|(b, _)| b.to_owned()).expect("url with a database");
-        let (sequential, concurrent, ours) = bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
+        let (sequential, concurrent, ours, more) = bench("PostgreSQL", &format!("{base}/balcao_bench_ledger")).await;
         (table, rates) = (table + &sequential, rates + &concurrent);
+        ratios += &more;
         // The peer on the same server in the same run (BALCAO_BENCH_PEER=0 skips it).
         if std::env::var("BALCAO_BENCH_PEER").map_or(true, |v| v != "0")
             && let Some(theirs) = peer()
@@ -350,10 +416,14 @@ async fn main() {
             );
             for (i, what) in PEER_WORKLOADS.iter().enumerate() {
                 versus += &format!("| {what} | {:.0} | {:.0} | {:.1}× |\n", ours[i], theirs[i], ours[i] / theirs[i]);
+                ratios += &format!(
+                    "ratio | Balcão ÷ agent-ledger 0.2.1, {what} (PostgreSQL) | {:.1}× | peer\n",
+                    ours[i] / theirs[i]
+                );
             }
         }
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }
-    println!("\n{table}\n{rates}\n{versus}");
+    println!("\n{table}\n{rates}\n{versus}\n{ratios}");
 }

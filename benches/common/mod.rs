@@ -293,3 +293,38 @@ pub async fn analyze(url: &str) {
         pool.close().await;
     }
 }
+
+/// Jobs not yet completed (read on a connection of its own, which commits nothing).
+pub async fn unfinished(url: &str) -> i64 {
+    const SQL: &str = "SELECT COUNT(*) FROM jobs WHERE state <> 'completed'";
+    if url.starts_with("sqlite:") {
+        let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");
+        let n = sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("jobs");
+        pool.close().await;
+        n
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+        let n = sqlx::query_scalar(SQL).fetch_one(&pool).await.expect("jobs");
+        pool.close().await;
+        n
+    }
+}
+
+/// The database's count of committed write transactions so far:
+/// - PostgreSQL: the transaction id counter (`pg_current_xact_id()`). An id is assigned only to
+///   a transaction that writes, so read-only statements do not count (they do in
+///   `pg_stat_database.xact_commit`), and neither do statements that matched nothing (an idle
+///   claim). Each probe takes one id itself: subtract one per probe. The counter is the
+///   cluster's: run the bench while nothing else writes to that server.
+/// - SQLite: SQLite's commit hook on the store's single writer connection
+///   (`Store::sqlite_commits`), which SQLite calls for write transactions only, autocommitted
+///   statements included.
+pub async fn commits(store: &balcao::store::Store, url: &str) -> u64 {
+    if let Some(n) = store.sqlite_commits() {
+        return n;
+    }
+    let pool = sqlx::PgPool::connect(url).await.expect("postgres");
+    let xid: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&pool).await.expect("xid");
+    pool.close().await;
+    xid.parse().expect("a transaction id")
+}

@@ -77,7 +77,10 @@ impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {
 pub fn router(state: AppState) -> Router {
     let sessions = crate::http::console::session_layer(state.store.clone(), state.secure_cookies);
     Router::new()
-        .merge(crate::http::console::router(state.clone()))
+        .merge(
+            crate::http::console::router(state.clone())
+                .layer(axum::middleware::from_fn_with_state(state.clone(), one_unit)),
+        )
         .route("/", get(home))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -98,6 +101,17 @@ pub fn router(state: AppState) -> Router {
             tracing::debug_span!("request", method = %request.method(), path = %loggable_path(request.uri().path()))
         }))
         .with_state(state)
+}
+
+/// A console request is one unit of work: its statements share one database connection on
+/// PostgreSQL. Not the webhooks: a webhook waits for the intake's group commit, whose writer
+/// needs a connection of its own (a unit must never wait on a task that needs one).
+async fn one_unit(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    state.store.unit(next.run(request)).await
 }
 
 /// `/`: where a person starts. The simulator when it is open to anyone (local mode), else the

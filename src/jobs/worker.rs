@@ -99,7 +99,12 @@ impl Worker {
     }
 
     /// `run_next` as if the clock read `now` (time moves on from there as it really does).
+    /// The claim, the turn and its end are one unit of work: one connection on PostgreSQL.
     pub async fn run_next_at(&self, now: DateTime<Utc>) -> anyhow::Result<RunOutcome> {
+        self.store.unit(self.claim_and_run(now)).await
+    }
+
+    async fn claim_and_run(&self, now: DateTime<Utc>) -> anyhow::Result<RunOutcome> {
         let now = self.store.db_time(now);
         let clock = Clock::starting_at(now);
         let Some(job) = self

@@ -1,5 +1,6 @@
 //! Runs tools: reads directly, writes through the ledger.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -27,16 +28,23 @@ struct Leased {
     held: Held,
     previous: Option<LedgerState>,
     predecessor_sends_until: Option<Instant>,
+    /// Set when the handler's own transaction stored the outcome (see `Fence::Held`).
+    settled: AtomicBool,
 }
 
 impl Leased {
     fn fresh(execution: i64) -> Self {
-        Self { held: Held { execution, generation: 1 }, previous: None, predecessor_sends_until: None }
+        Self {
+            held: Held { execution, generation: 1 },
+            previous: None,
+            predecessor_sends_until: None,
+            settled: AtomicBool::new(false),
+        }
     }
 
-    fn attempt(&self) -> Attempt<'static> {
+    fn attempt(&self) -> Attempt<'_> {
         Attempt {
-            fence: Fence::Held(self.held),
+            fence: Fence::Held { held: self.held, settled: &self.settled },
             previous: self.previous,
             predecessor_sends_until: self.predecessor_sends_until,
         }
@@ -156,6 +164,7 @@ impl Executor {
                             held: Held { execution: row.id, generation },
                             previous: row.state(),
                             predecessor_sends_until: self.predecessor_sends_until(&row, now),
+                            settled: AtomicBool::new(false),
                         };
                         return self.hold_and_run(tool, ctx, &args, &key, leased, (now, taken)).await;
                     }
@@ -271,6 +280,10 @@ impl Executor {
             }
         };
         let (settlement, outcome) = settlement_of(&result);
+        if result.is_ok() && leased.settled.load(Ordering::Acquire) {
+            // The handler's transaction stored this outcome with its effect.
+            return Ok(outcome);
+        }
         let (mut pause, mut tries) = (SETTLE_RETRY_PAUSE, 1);
         loop {
             match self.store.settle_execution(tenant, id, generation, &settlement, clock()).await {

@@ -59,15 +59,21 @@ impl<'a> Claim<'a> {
 /// Proof a handler carries into the transaction of its effect (see the module docs).
 #[derive(Debug, Clone, Copy)]
 pub enum Fence<'a> {
-    Held(Held),
+    /// `settled` is set once a transaction stored the outcome under the held row: the executor
+    /// then has nothing left to store (a second statement that would change nothing).
+    Held {
+        held: Held,
+        settled: &'a AtomicBool,
+    },
     Claim(&'a Claim<'a>),
 }
 
 impl Fence<'_> {
     /// Records that a transaction which stored the outcome under this fence's row committed.
     pub fn mark_settled(&self) {
-        if let Self::Claim(claim) = self {
-            claim.settled.store(true, Ordering::Release);
+        match self {
+            Self::Held { settled, .. } => settled.store(true, Ordering::Release),
+            Self::Claim(claim) => claim.settled.store(true, Ordering::Release),
         }
     }
 }

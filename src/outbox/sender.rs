@@ -91,8 +91,13 @@ impl OutboxSender {
         self.send_next_at(Utc::now()).await
     }
 
-    /// `send_next` as if the clock read `now` (for tests of the grace period).
+    /// `send_next` as if the clock read `now` (for tests of the grace period). The claim and
+    /// what the send records are one unit of work: one connection on PostgreSQL.
     pub async fn send_next_at(&self, now: DateTime<Utc>) -> anyhow::Result<SendOutcome> {
+        self.store.unit(self.claim_and_send(now)).await
+    }
+
+    async fn claim_and_send(&self, now: DateTime<Utc>) -> anyhow::Result<SendOutcome> {
         if self.local_mode {
             return Ok(SendOutcome::Empty);
         }

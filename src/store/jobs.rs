@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 
 use super::tx::{handed_off, insert_history, insert_outbound};
 use super::{
-    ClaimedJob, Dialect, FailOutcome, JobKind, JobSnapshot, JobState, Lease, Store, StoreError, StoreResult,
+    ClaimedJob, Dialect, FailOutcome, JobKind, JobSnapshot, JobState, Lease, Pool, Store, StoreError, StoreResult,
     changed_one, reading, writing,
 };
 use crate::domain::{ConversationId, JobId, TenantId};
@@ -109,11 +109,38 @@ pub struct RunnableJobs {
     pub oldest_due: Option<DateTime<Utc>>,
 }
 
-macro_rules! claim_sql {
-    ($lock:literal) => {
-        concat!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
-                 updated_at = $3
+/// SQLite's claim: the next runnable job, taken. A conversation runs one job at a time, and a
+/// click goes before any turn of its conversation.
+const SQLITE_CLAIM_SQL: &str =
+    "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
+         updated_at = $3
+     WHERE id = (
+         SELECT j.id FROM jobs j
+         WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
+           AND NOT EXISTS (
+               SELECT 1 FROM jobs r
+               WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
+                 AND (j.kind = 'turn' OR r.kind = 'click')
+                 AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
+         ORDER BY j.run_at, j.id
+         LIMIT 1)
+     RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind";
+
+/// PostgreSQL's claim in one statement (see `claim_next`): SQLite's pick and update, the
+/// trigger set in the same update (on a first claim of a turn: the latest message no turn has
+/// taken, which are the ones `taken` assigns under the same snapshot), and the messages taken.
+/// `jobs.attempts` in `SET` is the value before the increment.
+macro_rules! claim_and_take_sql {
+    () => {
+        "WITH claimed AS (
+             UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
+                 updated_at = $3,
+                 trigger_message_id = CASE WHEN jobs.attempts = 0 AND jobs.kind = 'turn' THEN (
+                     SELECT m.provider_message_id FROM inbound_messages m
+                     WHERE m.tenant_id = jobs.tenant_id AND m.conversation_id = jobs.conversation_id
+                       AND m.turn_id IS NULL
+                     ORDER BY m.id DESC LIMIT 1)
+                 ELSE jobs.trigger_message_id END
              WHERE id = (
                  SELECT j.id FROM jobs j
                  WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
@@ -123,11 +150,14 @@ macro_rules! claim_sql {
                          AND (j.kind = 'turn' OR r.kind = 'click')
                          AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
                  ORDER BY j.run_at, j.id
-                 LIMIT 1 ",
-            $lock,
-            ")
-             RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind"
-        )
+                 LIMIT 1 FOR UPDATE SKIP LOCKED)
+             RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind
+         ), taken AS (
+             UPDATE inbound_messages m SET turn_id = c.id FROM claimed c
+             WHERE c.attempts = 1 AND c.kind = 'turn'
+               AND m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id AND m.turn_id IS NULL
+         )
+         SELECT * FROM claimed"
     };
 }
 
@@ -142,58 +172,78 @@ impl JobStore for Store {
         if !self.is_due(super::due::Queue::Jobs, now).await? {
             return Ok(None);
         }
-        writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let sql = pool.pick(claim_sql!(""), claim_sql!("FOR UPDATE SKIP LOCKED"));
-            let row: Option<ClaimRow> = sqlx::query_as(sql)
-                .bind(worker)
-                .bind(lease_until)
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some((id, tenant, conversation, attempt, max_attempts, mut trigger, kind)) = row else {
-                tx.rollback().await?;
-                return Ok(None);
-            };
-            let kind = JobKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("job {id} has kind {kind:?}")))?;
-            if attempt == 1 && kind == JobKind::Turn {
-                // First claim: the turn takes every message of the conversation not yet
-                // answered; retries keep exactly this set. (A click job was created with its
-                // one message.)
-                sqlx::query(
-                    "UPDATE inbound_messages SET turn_id = $1
-                     WHERE tenant_id = $2 AND conversation_id = $3 AND turn_id IS NULL",
-                )
-                .bind(id)
-                .bind(tenant)
-                .bind(conversation)
-                .execute(&mut *tx)
-                .await?;
-                trigger = sqlx::query_scalar(
-                    "UPDATE jobs SET trigger_message_id = (
-                         SELECT provider_message_id FROM inbound_messages
-                         WHERE tenant_id = $2 AND turn_id = $1 ORDER BY id DESC LIMIT 1)
-                     WHERE id = $1 AND tenant_id = $2
-                     RETURNING trigger_message_id",
-                )
-                .bind(id)
-                .bind(tenant)
-                .fetch_one(&mut *tx)
-                .await?;
+        let row: Option<ClaimRow> = match &self.pool {
+            // One statement: the claim, the turn's messages and its trigger (the latest of
+            // them) under one snapshot, one round trip, and the job row updated once. A second
+            // update of the row in the same transaction made PostgreSQL check its foreign keys
+            // again (a row this transaction wrote), waiting for a share lock on the
+            // conversation, which the intake may hold while it waits for this job row: a
+            // deadlock.
+            Pool::Postgres(pool) => {
+                sqlx::query_as(claim_and_take_sql!())
+                    .bind(worker)
+                    .bind(lease_until)
+                    .bind(now)
+                    .fetch_optional(pool)
+                    .await?
             }
-            tx.commit().await?;
-            Ok(Some(ClaimedJob {
-                id: JobId(id),
-                kind,
-                tenant: TenantId(tenant),
-                conversation: ConversationId(conversation),
-                attempt,
-                max_attempts,
-                trigger_message_id: trigger,
-                lease: Lease { job: JobId(id), worker: worker.to_owned(), attempt },
-                locked_until: lease_until,
-            }))
-        })
+            // No data-modifying CTEs: the same steps in one transaction (one writer at a time).
+            Pool::Sqlite { write: pool, .. } => {
+                let mut tx = pool.begin_write().await?;
+                let row: Option<ClaimRow> = sqlx::query_as(SQLITE_CLAIM_SQL)
+                    .bind(worker)
+                    .bind(lease_until)
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some((id, tenant, conversation, attempt, max_attempts, mut trigger, kind)) = row else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
+                if attempt == 1 && kind == "turn" {
+                    // First claim: the turn takes every message of the conversation not yet
+                    // answered; retries keep exactly this set. (A click job was created with
+                    // its one message.)
+                    sqlx::query(
+                        "UPDATE inbound_messages SET turn_id = $1
+                         WHERE tenant_id = $2 AND conversation_id = $3 AND turn_id IS NULL",
+                    )
+                    .bind(id)
+                    .bind(tenant)
+                    .bind(conversation)
+                    .execute(&mut *tx)
+                    .await?;
+                    trigger = sqlx::query_scalar(
+                        "UPDATE jobs SET trigger_message_id = (
+                             SELECT provider_message_id FROM inbound_messages
+                             WHERE tenant_id = $2 AND turn_id = $1 ORDER BY id DESC LIMIT 1)
+                         WHERE id = $1 AND tenant_id = $2
+                         RETURNING trigger_message_id",
+                    )
+                    .bind(id)
+                    .bind(tenant)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                Some((id, tenant, conversation, attempt, max_attempts, trigger, kind))
+            }
+        };
+        let Some((id, tenant, conversation, attempt, max_attempts, trigger, kind)) = row else {
+            return Ok(None);
+        };
+        let kind = JobKind::parse(&kind).ok_or_else(|| StoreError::Corrupt(format!("job {id} has kind {kind:?}")))?;
+        Ok(Some(ClaimedJob {
+            id: JobId(id),
+            kind,
+            tenant: TenantId(tenant),
+            conversation: ConversationId(conversation),
+            attempt,
+            max_attempts,
+            trigger_message_id: trigger,
+            lease: Lease { job: JobId(id), worker: worker.to_owned(), attempt },
+            locked_until: lease_until,
+        }))
     }
 
     async fn heartbeat(&self, lease: &Lease, now: DateTime<Utc>, until: DateTime<Utc>) -> StoreResult<bool> {

@@ -54,6 +54,7 @@ pub mod replays;
 mod simulator;
 mod tenants;
 mod tx;
+mod unit;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -64,7 +65,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
-use sqlx::{PgPool, SqlitePool, Transaction};
+use sqlx::{SqlitePool, Transaction};
 
 pub use actions::{ActionStore, Decider, NewAction};
 pub use admins::{AdminRecord, AdminStore, TenantRef};
@@ -100,6 +101,8 @@ pub use received::{ContactUpsert, ConversationContact, ConversationRef, InboundM
 pub use refunds::{NewRefund, RefundStore, Reserved};
 pub use simulator::{SentMessage, SimulatorStore};
 pub use tenants::TenantStore;
+pub use unit::PgHandle;
+use unit::PgTx;
 
 use crate::domain::DatabaseUrl;
 
@@ -169,11 +172,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub enum Pool {
     /// SQLite has one writer at a time: writes queue fairly on a single connection instead of
     /// spinning on `SQLITE_BUSY`, while readers use their own pool (WAL lets them run alongside).
-    Sqlite {
-        read: SqlitePool,
-        write: SqlitePool,
-    },
-    Postgres(PgPool),
+    Sqlite { read: SqlitePool, write: SqlitePool },
+    /// The pool, or a unit of work's connection (see [`unit`]).
+    Postgres(PgHandle),
 }
 
 /// Cheap to clone: a handle on a connection pool.
@@ -232,37 +233,41 @@ pub(crate) use writing;
 /// The explicit dialect differences, implemented by each pool type.
 pub(crate) trait Dialect {
     type Db: sqlx::Database;
+    /// A write transaction: the backend's connection while it is open.
+    type Tx: std::ops::DerefMut<Target = <Self::Db as sqlx::Database>::Connection> + Send;
     /// Starts a transaction that will write.
-    async fn begin_write(&self) -> sqlx::Result<Transaction<'static, Self::Db>>;
+    async fn begin_write(&self) -> sqlx::Result<Self::Tx>;
     /// Chooses between two spellings of one statement.
     fn pick(&self, sqlite: &'static str, postgres: &'static str) -> &'static str;
     /// Waits for, then holds until `tx` ends, the transaction locks named by `keys`, taken in
     /// the order given. SQLite has one writer at a time, so it has nothing to wait for.
-    async fn queue_behind(&self, tx: &mut Transaction<'static, Self::Db>, keys: &[i64]) -> sqlx::Result<()>;
+    async fn queue_behind(&self, tx: &mut Self::Tx, keys: &[i64]) -> sqlx::Result<()>;
 }
 
 impl Dialect for SqlitePool {
     type Db = sqlx::Sqlite;
-    async fn begin_write(&self) -> sqlx::Result<Transaction<'static, sqlx::Sqlite>> {
+    type Tx = Transaction<'static, sqlx::Sqlite>;
+    async fn begin_write(&self) -> sqlx::Result<Self::Tx> {
         self.begin_with("BEGIN IMMEDIATE").await
     }
     fn pick(&self, sqlite: &'static str, _postgres: &'static str) -> &'static str {
         sqlite
     }
-    async fn queue_behind(&self, _tx: &mut Transaction<'static, sqlx::Sqlite>, _keys: &[i64]) -> sqlx::Result<()> {
+    async fn queue_behind(&self, _tx: &mut Self::Tx, _keys: &[i64]) -> sqlx::Result<()> {
         Ok(())
     }
 }
 
-impl Dialect for PgPool {
+impl Dialect for PgHandle {
     type Db = sqlx::Postgres;
-    async fn begin_write(&self) -> sqlx::Result<Transaction<'static, sqlx::Postgres>> {
+    type Tx = PgTx;
+    async fn begin_write(&self) -> sqlx::Result<PgTx> {
         self.begin().await
     }
     fn pick(&self, _sqlite: &'static str, postgres: &'static str) -> &'static str {
         postgres
     }
-    async fn queue_behind(&self, tx: &mut Transaction<'static, sqlx::Postgres>, keys: &[i64]) -> sqlx::Result<()> {
+    async fn queue_behind(&self, tx: &mut PgTx, keys: &[i64]) -> sqlx::Result<()> {
         // One round trip; a function scan yields the array's elements in order, so the locks
         // are taken in the order given.
         sqlx::query("SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n)")
@@ -359,7 +364,7 @@ impl Store {
             .connect_with(options)
             .await?;
         let store = Self {
-            pool: Pool::Postgres(pool),
+            pool: Pool::Postgres(PgHandle::new(pool)),
             clock: Arc::default(),
             sqlite_commits: Arc::default(),
             replays: Arc::default(),
@@ -400,6 +405,34 @@ impl Store {
         matches!(self.pool, Pool::Sqlite { .. }).then(|| self.sqlite_commits.load(Ordering::Relaxed))
     }
 
+    /// Runs `work` as one unit of work: on PostgreSQL its statements share one connection,
+    /// taken at the first and given back at the end (see [`unit`]). Jobs, outbox rounds and
+    /// HTTP requests each run in one.
+    pub async fn unit<F: Future>(&self, work: F) -> F::Output {
+        match &self.pool {
+            Pool::Postgres(pg) => pg.scope(work).await,
+            Pool::Sqlite { .. } => work.await,
+        }
+    }
+
+    /// Which database session serves a statement here: PostgreSQL's backend process id,
+    /// `None` on SQLite. Shows which connection a unit of work runs on.
+    pub async fn connection_id(&self) -> StoreResult<Option<i32>> {
+        match &self.pool {
+            Pool::Postgres(pg) => Ok(Some(sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(pg).await?)),
+            Pool::Sqlite { .. } => Ok(None),
+        }
+    }
+
+    /// This store with units turned off: every statement takes a connection from the pool
+    /// and gives it back. The path before units, kept so a bench can run both side by side.
+    pub fn per_statement(mut self) -> Self {
+        if let Pool::Postgres(pg) = &mut self.pool {
+            pg.per_statement();
+        }
+        self
+    }
+
     pub fn backend(&self) -> &'static str {
         match self.pool {
             Pool::Sqlite { .. } => "sqlite",
@@ -410,7 +443,7 @@ impl Store {
     pub async fn migrate(&self) -> StoreResult<()> {
         match &self.pool {
             Pool::Sqlite { write, .. } => SQLITE_MIGRATIONS.run(write).await?,
-            Pool::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await?,
+            Pool::Postgres(pg) => POSTGRES_MIGRATIONS.run(pg.pool()).await?,
         }
         Ok(())
     }
@@ -440,14 +473,15 @@ impl Store {
                 read.close().await;
                 write.close().await;
             }
-            Pool::Postgres(pool) => pool.close().await,
+            Pool::Postgres(pg) => pg.pool().close().await,
         }
     }
 }
 
 /// Reads the database clock again every [`CLOCK_SYNC_EVERY`] until the pool closes.
 async fn resync_clock(store: Store) {
-    let Pool::Postgres(pool) = &store.pool else { return };
+    let Pool::Postgres(pg) = &store.pool else { return };
+    let pool = pg.pool();
     while !pool.is_closed() {
         tokio::time::sleep(CLOCK_SYNC_EVERY).await;
         if let Err(e) = store.sync_clock().await

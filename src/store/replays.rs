@@ -83,8 +83,8 @@ impl Store {
             return Ok(0);
         }
         match &self.pool {
-            Pool::Postgres(pool) => {
-                let mut conn = pool.acquire().await?;
+            Pool::Postgres(pg) => {
+                let mut conn = pg.pool().acquire().await?;
                 let _gate = self.replays.gate.write().await;
                 let taken = std::mem::take(&mut *self.replays.lock());
                 let columns = |i: usize| taken.iter().map(|(&(t, id), &n)| [t, id, n][i]).collect::<Vec<_>>();

@@ -109,7 +109,7 @@ impl Tool for Probe {
         self.runs.fetch_add(1, Ordering::SeqCst);
         let attempt = call.attempt.expect("writes carry their attempt");
         let generation = match attempt.fence {
-            Fence::Held(held) => Some(held.generation),
+            Fence::Held { held, .. } => Some(held.generation),
             Fence::Claim(_) => None,
         };
         self.attempts.lock().unwrap().push(Seen { generation, previous: attempt.previous });

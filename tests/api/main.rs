@@ -44,6 +44,7 @@ mod reminders;
 mod simulator_page;
 mod tenants;
 mod turn_end;
+mod units;
 mod voice;
 mod webhook;
 mod withdrawals;

@@ -41,7 +41,7 @@ pub(crate) use insert_new_execution;
 macro_rules! hold_fence {
     ($tx:expr, $tenant:expr, $fence:expr) => {
         match $fence {
-            $crate::ledger::Fence::Held(held) => sqlx::query(
+            $crate::ledger::Fence::Held { held, .. } => sqlx::query(
                 "UPDATE agent_tool_executions SET generation = generation
                  WHERE tenant_id = $1 AND id = $2 AND generation = $3 AND status = 'running'",
             )

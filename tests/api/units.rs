@@ -1,0 +1,124 @@
+//! Units of work (`store::unit`): on PostgreSQL a unit's statements share one connection, a
+//! transaction that fails inside a unit is rolled back before that connection serves anything
+//! else, and a busy unit connection never makes a statement wait. On SQLite a unit changes
+//! nothing, and the same steps must hold.
+
+use std::time::Duration;
+
+use balcao::domain::{Cents, LedgerKey};
+use balcao::store::{BookingError, BookingStore, NewAppointment};
+use chrono::{TimeZone, Utc};
+
+use crate::contract;
+use crate::support::scenario::{Scenario, now};
+
+contract!(a_unit_runs_on_one_connection_and_outlives_a_failed_transaction, |db| async move {
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let at = |h: u32, m: u32| Utc.with_ymd_and_hms(2026, 3, 11, h, m, 0).unwrap();
+    let store = db.store.clone();
+    let book = |store: balcao::store::Store, key: &'static str, from, to| {
+        let (tenant, contact, service, pro) = (s.tenant.id, c.contact, s.corte, s.ze);
+        async move {
+            let key = LedgerKey::from_stored(key.to_owned());
+            let new = NewAppointment {
+                tenant,
+                contact,
+                service_id: service,
+                professional_id: pro,
+                starts_at: from,
+                ends_at: to,
+                price: Cents(5000),
+                key: &key,
+                allow_customer_overlap: true,
+                hold: None,
+            };
+            store.insert_appointment(&new, None, now()).await
+        }
+    };
+    let postgres = store.connection_id().await.unwrap().is_some();
+    store
+        .unit(async {
+            let first = store.connection_id().await.unwrap();
+            for _ in 0..5 {
+                assert_eq!(store.connection_id().await.unwrap(), first, "one connection for the unit");
+            }
+            book(store.clone(), "k1", at(17, 0), at(17, 40)).await.unwrap();
+            // Refused by the database inside its transaction, after the day's locks were taken.
+            let clash = book(store.clone(), "k2", at(17, 20), at(18, 0)).await;
+            assert!(matches!(clash, Err(BookingError::SlotTaken)), "{clash:?}");
+            // Another task (outside the unit) books the same professional's day: it would wait
+            // forever on locks the failed transaction kept if it had not been rolled back.
+            let other = tokio::spawn(book(store.clone(), "k3", at(17, 40), at(18, 0)));
+            let booked = tokio::time::timeout(Duration::from_secs(20), other).await;
+            assert!(matches!(booked, Ok(Ok(Ok(_)))), "the other booking went through: {booked:?}");
+            // The unit goes on, on the same connection once its rollback is done.
+            let mut same = false;
+            for _ in 0..200 {
+                if store.connection_id().await.unwrap() == first {
+                    same = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(same, "the unit's connection came back after the rollback");
+        })
+        .await;
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 2);
+    if postgres {
+        // Two units at once hold two connections.
+        let (a, b) = tokio::join!(
+            store.unit(async {
+                let id = store.connection_id().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                (id, store.connection_id().await.unwrap())
+            }),
+            store.unit(async {
+                let id = store.connection_id().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                (id, store.connection_id().await.unwrap())
+            }),
+        );
+        assert_eq!(a.0, a.1);
+        assert_eq!(b.0, b.1);
+        assert_ne!(a.0, b.0);
+    }
+});
+
+contract!(a_statement_beside_an_open_transaction_in_the_same_unit_does_not_wait, |db| async move {
+    // The unit's connection is busy with a transaction while a concurrent branch of the same
+    // task reads: the read runs on the pool instead of waiting for the connection.
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let store = db.store.clone();
+    let at = |h: u32| Utc.with_ymd_and_hms(2026, 3, 11, h, 0, 0).unwrap();
+    store
+        .unit(async {
+            let key = LedgerKey::from_stored("k1".to_owned());
+            let new = NewAppointment {
+                tenant: s.tenant.id,
+                contact: c.contact,
+                service_id: s.corte,
+                professional_id: s.ze,
+                starts_at: at(17),
+                ends_at: at(18),
+                price: Cents(5000),
+                key: &key,
+                allow_customer_overlap: true,
+                hold: None,
+            };
+            let reads = async {
+                for _ in 0..20 {
+                    store.count_active_appointments(s.tenant.id).await.unwrap();
+                }
+            };
+            let (booked, ()) = tokio::time::timeout(Duration::from_secs(20), async {
+                tokio::join!(store.insert_appointment(&new, None, now()), reads)
+            })
+            .await
+            .expect("nothing waits on the unit");
+            booked.unwrap();
+        })
+        .await;
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+});
