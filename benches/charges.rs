@@ -1,8 +1,7 @@
 //! Pix charges per second end to end through the sandbox gateway: signed click webhook →
 //! click job → conditional confirm → ledger → charge recorded with the customer's messages in
-//! the outbox. SQLite and PostgreSQL, 8 workers (8 units of work at once), 8 staff members
-//! clicking; on PostgreSQL twice: with units of work (a click's statements on one connection,
-//! `store::unit`) and on the per-statement path, side by side.
+//! the outbox. SQLite and PostgreSQL, 8 workers (8 units of work at once: a click's statements
+//! run on one connection, `store::unit`), 8 staff members clicking.
 //!
 //! Before the clock: a quarter as many clicks again (the warm-up), then `ANALYZE`. Commits per
 //! click come from the database's own count of write transactions over the timed clicks
@@ -36,17 +35,9 @@ fn identity(phone: &PhoneE164) -> ContactIdentity {
     ContactIdentity { wa_id: Some(phone.clone()), user_id: None, username: None, profile_name: None }
 }
 
-/// How a run's store reaches the database.
-#[derive(Clone, Copy, PartialEq)]
-enum Path {
-    Units,
-    PerStatement,
-}
-
 /// One run: its table row, its charges per second and its commits per click.
-async fn run(name: &str, url: &str, path: Path) -> (String, f64, f64) {
+async fn run(name: &str, url: &str) -> (String, f64, f64) {
     let store = Store::connect(&DatabaseUrl::new(url), 16).await.expect("connect");
-    let store = if path == Path::PerStatement { store.per_statement() } else { store };
     store.migrate().await.expect("migrate");
     let mut spec = TenantSpec::parse(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tenants/example.toml")).expect("example"),
@@ -159,13 +150,9 @@ async fn run(name: &str, url: &str, path: Path) -> (String, f64, f64) {
     let _ = stop.send(());
     let _ = server.await;
     let rate = CHARGES as f64 / elapsed.as_secs_f64();
-    let how = match path {
-        Path::Units => "units of work",
-        Path::PerStatement => "per statement (the old path)",
-    };
     let per_click = committed as f64 / CHARGES as f64;
     let row = format!(
-        "| {name} | {how} | {CHARGES} | {rate:.1} | {:.1} | {per_click:.2} |\n",
+        "| {name} | {CHARGES} | {rate:.1} | {:.1} | {per_click:.2} |\n",
         elapsed.as_secs_f64() * 1000.0 / CHARGES as f64,
     );
     (row, rate, per_click)
@@ -174,34 +161,22 @@ async fn run(name: &str, url: &str, path: Path) -> (String, f64, f64) {
 #[tokio::main]
 async fn main() {
     let mut table = String::from(
-        "| backend | path | charges | charges/s | ms per charge (wall) | commits per click |\n|---|---|---|---|---|---|\n",
+        "| backend | charges | charges/s | ms per charge (wall) | commits per click |\n|---|---|---|---|---|\n",
     );
     let dir = tempfile::tempdir().expect("dir");
-    let (row, rate, per_click) =
-        run("SQLite", &format!("sqlite://{}/charges.db", dir.path().display()), Path::Units).await;
+    let (row, rate, per_click) = run("SQLite", &format!("sqlite://{}/charges.db", dir.path().display())).await;
     table += &row;
     let mut ratio =
         format!("\nratio | commits per click (SQLite), at {rate:.0} charges/s | {per_click:.2} | target ≤ 4\n");
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
         let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
-        let mut rates = Vec::new();
-        for path in [Path::PerStatement, Path::Units] {
-            let db = "balcao_bench_charges";
-            let url = common::fresh_database(&admin, &server, db).await;
-            let (row, rate, per_click) = run("PostgreSQL", &url, path).await;
-            table += &row;
-            rates.push(rate);
-            if path == Path::Units {
-                ratio += &format!(
-                    "ratio | commits per click (PostgreSQL), at {rate:.0} charges/s | {per_click:.2} | target ≤ 4\n"
-                );
-            }
-            common::drop_database(&admin, db).await;
-        }
-        ratio += &format!(
-            "ratio | charges/s at 8 units, units ÷ per statement (PostgreSQL) | {:.2}× | target ≥ 1.5×\n",
-            rates[1] / rates[0]
-        );
+        let db = "balcao_bench_charges";
+        let url = common::fresh_database(&admin, &server, db).await;
+        let (row, rate, per_click) = run("PostgreSQL", &url).await;
+        table += &row;
+        ratio +=
+            &format!("ratio | commits per click (PostgreSQL), at {rate:.0} charges/s | {per_click:.2} | target ≤ 4\n");
+        common::drop_database(&admin, db).await;
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }

@@ -33,6 +33,8 @@ const ROUNDS: usize = 10;
 /// The concurrent variant: this many tasks at once, each issuing [`PER_TASK`] calls.
 const TASKS: usize = 8;
 const PER_TASK: usize = 500;
+/// One-row reads per task in the read-rate rows.
+const READS: usize = 2_000;
 /// Connections in the bench's pool: one per concurrent task.
 const POOL: u32 = TASKS as u32;
 
@@ -161,6 +163,49 @@ async fn insert(
     store.insert_settled_execution(&new, &settled, Utc::now()).await.expect("insert").expect("fresh key");
 }
 
+/// The floor without Balcão: one durable one-row insert into a bare two-column table, on a
+/// connection of its own (no pool), with the server's durability settings.
+enum Bare {
+    Postgres(sqlx::PgConnection),
+    Sqlite(sqlx::SqliteConnection),
+}
+
+impl Bare {
+    async fn connect(url: &str) -> Bare {
+        use sqlx::Connection;
+        use std::str::FromStr;
+        if url.starts_with("postgres") {
+            let mut conn = sqlx::PgConnection::connect(url).await.expect("postgres");
+            sqlx::raw_sql("CREATE TABLE IF NOT EXISTS bench_floor (id BIGSERIAL PRIMARY KEY, v TEXT NOT NULL)")
+                .execute(&mut conn)
+                .await
+                .expect("table");
+            Bare::Postgres(conn)
+        } else {
+            let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+                .expect("url")
+                .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10));
+            let mut conn = sqlx::SqliteConnection::connect_with(&options).await.expect("sqlite");
+            sqlx::raw_sql("CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+                .execute(&mut conn)
+                .await
+                .expect("table");
+            Bare::Sqlite(conn)
+        }
+    }
+
+    async fn insert(&mut self, v: &str) {
+        const SQL: &str = "INSERT INTO bench_floor (v) VALUES ($1)";
+        match self {
+            Bare::Postgres(conn) => sqlx::query(SQL).bind(v).execute(conn).await.map(|_| ()),
+            Bare::Sqlite(conn) => sqlx::query(SQL).bind(v).execute(conn).await.map(|_| ()),
+        }
+        .expect("insert");
+    }
+}
+
 /// Calls per second of the four workloads the peer runs too, in [`PEER_WORKLOADS`] order.
 type Rates = [f64; 4];
 
@@ -183,8 +228,13 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates, String) {
         insert(&store, &tenant, contact, conversation, &format!("warm-floor-{i}")).await;
     }
     common::analyze(url).await;
+    let mut bare = Bare::connect(url).await;
+    for i in 0..WARM_UP {
+        bare.insert(&format!("warm-{i}")).await;
+    }
     let (mut via_executor, mut issued, mut outside, mut replay, mut one_statement, mut one_read, mut floor) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut bare_floor = Vec::new();
     // Interleaved rounds, so drift in the machine's speed hits both sides alike.
     for round in 0..ROUNDS {
         for i in 0..CALLS / ROUNDS {
@@ -232,7 +282,13 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates, String) {
             insert(&store, &tenant, contact, conversation, &format!("floor-{round}-{i}")).await;
             floor.push(started.elapsed());
         }
+        for i in 0..CALLS / ROUNDS {
+            let started = Instant::now();
+            bare.insert(&format!("floor-{round}-{i}")).await;
+            bare_floor.push(started.elapsed());
+        }
     }
+    let b = Timings(bare_floor);
     let (e, d, x, r, o, q, f) = (
         Timings(via_executor),
         Timings(issued),
@@ -242,39 +298,22 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates, String) {
         Timings(one_read),
         Timings(floor),
     );
-    let mut concurrent_rows = String::new();
     let mut ratios = String::new();
-    let mut rates_by_path = Vec::new();
-    // PostgreSQL runs the per-statement path first, side by side (SQLite has no units).
-    let paths: &[(&str, bool)] = if store.connection_id().await.expect("id").is_some() {
-        &[("per statement", true), ("units", false)]
-    } else {
-        &[("-", false)]
-    };
-    for &(path, per_statement) in paths {
-        let store = if per_statement { store.clone().per_statement() } else { store.clone() };
-        let executor = Executor::new(store.clone(), Duration::from_secs(120));
-        let (executed_rate, replay_rate) = concurrent(&store, &executor, &tenant, contact, conversation, path).await;
-        concurrent_rows += &format!(
-            "| {name} | {path} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
-             | {name} | {path} | replay via executor (`already_done`) | {TASKS} × {PER_TASK} | {replay_rate:.0} | {:.0} | {:.2}× |\n",
-            1e6 / e.mean_us(),
-            executed_rate * e.mean_us() / 1e6,
-            1e6 / r.mean_us(),
-            replay_rate * r.mean_us() / 1e6,
-        );
-        rates_by_path.push((executed_rate, replay_rate));
-    }
-    if let [(old_executed, old_replay), (executed, replay)] = rates_by_path[..] {
-        ratios += &format!(
-            "ratio | executor, {TASKS} × {PER_TASK} executed, units ÷ per statement ({name}) | {:.2}× | up\n\
-             ratio | executor, {TASKS} × {PER_TASK} replays, units ÷ per statement ({name}) | {:.2}× | up\n",
-            executed / old_executed,
-            replay / old_replay
+    let (executed_rate, replay_rate) = concurrent(&store, &executor, &tenant, contact, conversation).await;
+    let mut concurrent = format!(
+        "| {name} | executed via executor | {TASKS} × {PER_TASK} | {executed_rate:.0} | {:.0} | {:.2}× |\n\
+         | {name} | replay via executor (`already_done`) | {TASKS} × {PER_TASK} | {replay_rate:.0} | {:.0} | {:.2}× |\n",
+        1e6 / e.mean_us(),
+        executed_rate * e.mean_us() / 1e6,
+        1e6 / r.mean_us(),
+        replay_rate * r.mean_us() / 1e6,
+    );
+    if store.connection_id().await.expect("id").is_some() {
+        let rate = reads(&store).await;
+        concurrent += &format!(
+            "| {name} | one-row read (`SELECT pg_backend_pid()`), a unit per task | {TASKS} × {READS} | {rate:.0} | | |\n"
         );
     }
-    let (executed_rate, replay_rate) = rates_by_path[rates_by_path.len() - 1];
-    let concurrent = concurrent_rows;
     let sequential = format!(
         "| {name} | executed via executor, local effect (one commit) | {:.0} | {:.0} | {:.0} | {:.2}× direct |\n\
          | {name} | its probe + settled insert issued directly (one durable) | {:.0} | {:.0} | {:.0} | |\n\
@@ -282,7 +321,8 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates, String) {
          | {name} | replay via executor (`already_done`) | {:.0} | {:.0} | {:.0} | {:.2}× its one statement |\n\
          | {name} | the probe on an existing key, directly | {:.0} | {:.0} | {:.0} | |\n\
          | {name} | the floor: one durable one-row insert (a settled ledger row) | {:.0} | {:.0} | {:.0} | |\n\
-         | {name} | the floor: one indexed read | {:.0} | {:.0} | {:.0} | |\n",
+         | {name} | the floor: one indexed read | {:.0} | {:.0} | {:.0} | |\n\
+         | {name} | the bare floor: one durable one-row insert into a two-column table, own connection | {:.0} | {:.0} | {:.0} | |\n",
         e.mean_us(),
         e.p(0.5),
         e.p(0.99),
@@ -307,11 +347,16 @@ async fn bench(name: &str, url: &str) -> (String, String, Rates, String) {
         q.mean_us(),
         q.p(0.5),
         q.p(0.99),
+        b.mean_us(),
+        b.p(0.5),
+        b.p(0.99),
     );
     ratios += &format!(
-        "ratio | executed local call ÷ one durable insert ({name}) | {:.2}× | target ≤ 1.5×\n\
+        "ratio | executed local call ÷ one durable insert of its ledger row ({name}) | {:.2}× | target ≤ 1.5×\n\
+         ratio | executed local call ÷ one durable insert into a bare table ({name}) | {:.2}× | target ≤ 1.5×\n\
          ratio | replay ÷ one indexed read ({name}) | {:.2}× | target ≤ 1.3×\n",
         e.mean_us() / f.mean_us(),
+        e.mean_us() / b.mean_us(),
         r.mean_us() / q.mean_us(),
     );
     let rates = [1e6 / e.mean_us(), 1e6 / r.mean_us(), executed_rate, replay_rate];
@@ -347,6 +392,30 @@ fn peer() -> Option<Rates> {
     best.iter().all(|r| *r > 0.0).then_some(best)
 }
 
+/// Reads per second of [`TASKS`] tasks each running [`READS`] one-row reads as one unit of
+/// work (one connection per task): the concurrent floor of a statement.
+async fn reads(store: &Store) -> f64 {
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .unit(async {
+                        for _ in 0..READS {
+                            store.connection_id().await.expect("read");
+                        }
+                    })
+                    .await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    (TASKS * READS) as f64 / started.elapsed().as_secs_f64()
+}
+
 /// [`TASKS`] tasks of [`PER_TASK`] executed calls each, all at once, then the same calls again
 /// (every one a replay); calls per second of each phase, from the first call to the last answer.
 async fn concurrent(
@@ -355,19 +424,17 @@ async fn concurrent(
     tenant: &balcao::tenant::Tenant,
     contact: ContactId,
     conversation: ConversationId,
-    path: &str,
 ) -> (f64, f64) {
     let mut rates = [0.0; 2];
     for (phase, rate) in rates.iter_mut().enumerate() {
         let started = Instant::now();
         let tasks: Vec<_> = (0..TASKS)
             .map(|task| {
-                let (store, executor, tenant, path) =
-                    (store.clone(), executor.clone(), tenant.clone(), path.to_owned());
+                let (store, executor, tenant) = (store.clone(), executor.clone(), tenant.clone());
                 tokio::spawn(async move {
                     for i in 0..PER_TASK {
                         let ctx = CallContext::outside_turn(&tenant, contact, conversation, Utc::now());
-                        let input = json!({ "item": format!("concurrent-{path}-{task}-{i}") });
+                        let input = json!({ "item": format!("concurrent-{task}-{i}") });
                         let outcome = store.unit(executor.execute(&Noop(&NOOP), &ctx, &input)).await.expect("execute");
                         match phase {
                             0 => assert!(matches!(outcome, balcao::ledger::Outcome::Executed(_))),
@@ -389,8 +456,8 @@ async fn concurrent(
 async fn main() {
     let mut table = String::from("| backend | what | mean µs | p50 µs | p99 µs | ratio |\n|---|---|---|---|---|---|\n");
     let mut rates = String::from(
-        "| backend | path | what | tasks × calls | calls/s | sequential calls/s | concurrent ÷ sequential |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| backend | what | tasks × calls | calls/s | sequential calls/s | concurrent ÷ sequential |\n\
+         |---|---|---|---|---|---|\n",
     );
     let dir = tempfile::tempdir().expect("dir");
     let (sequential, concurrent, _, mut ratios) =

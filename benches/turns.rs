@@ -1,9 +1,7 @@
 //! Turns per second through the whole pipeline: signed webhook → stored message → turn job →
 //! agent turn with a zero-latency loopback model (one `list_services` call, then an answer) →
-//! reply in the outbox. 1 and 8 workers (8 units of work at once), SQLite and PostgreSQL; on
-//! PostgreSQL the 8-worker run twice: with units of work (a turn's statements on one
-//! connection, `store::unit`) and on the per-statement path (a pool acquire, and sqlx's check
-//! on release, per statement), side by side.
+//! reply in the outbox. 1 and 8 workers (8 units of work at once: a turn's statements run on
+//! one connection, `store::unit`), SQLite and PostgreSQL.
 //!
 //! Before the clock: one turn for every customer (the warm-up), then `ANALYZE`, so the timed
 //! turns run on plans made with statistics, for customers the business knows.
@@ -30,17 +28,9 @@ use serde_json::json;
 const TURNS: usize = 400;
 const SECRET: &str = "bench-secret";
 
-/// How a run's store reaches the database.
-#[derive(Clone, Copy, PartialEq)]
-enum Path {
-    Units,
-    PerStatement,
-}
-
-/// One run: its table row and its turns per second.
-async fn run(name: &str, url: &str, workers: usize, path: Path, model_url: &str) -> (String, f64) {
+/// One run's table row.
+async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
     let store = Store::connect(&DatabaseUrl::new(url), 16).await.expect("connect");
-    let store = if path == Path::PerStatement { store.per_statement() } else { store };
     store.migrate().await.expect("migrate");
     let spec = TenantSpec::parse(
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tenants/example.toml")).expect("example"),
@@ -124,48 +114,35 @@ async fn run(name: &str, url: &str, workers: usize, path: Path, model_url: &str)
     let committed = common::commits(&store, url).await - commits_before - probe;
     let _ = stop.send(());
     let _ = server.await;
-    let rate = TURNS as f64 / elapsed.as_secs_f64();
-    let how = match path {
-        Path::Units => "units of work",
-        Path::PerStatement => "per statement (the old path)",
-    };
-    let row = format!(
-        "| {name} | {workers} | {how} | {TURNS} | {rate:.1} | {:.1} | {:.2} |\n",
+    format!(
+        "| {name} | {workers} | {TURNS} | {:.1} | {:.1} | {:.2} |\n",
+        TURNS as f64 / elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1000.0 / TURNS as f64,
         committed as f64 / TURNS as f64
-    );
-    (row, rate)
+    )
 }
 
 #[tokio::main]
 async fn main() {
     let model_url = common::fake_model().await;
     let mut table = String::from(
-        "| backend | workers | path | turns | turns/s | ms per turn (wall) | commits per turn |\n|---|---|---|---|---|---|---|\n",
+        "| backend | workers | turns | turns/s | ms per turn (wall) | commits per turn |\n|---|---|---|---|---|---|\n",
     );
     let dir = tempfile::tempdir().expect("dir");
     for workers in [1, 8] {
         let url = format!("sqlite://{}/turns-{workers}.db", dir.path().display());
-        table += &run("SQLite", &url, workers, Path::Units, &model_url).await.0;
+        table += &run("SQLite", &url, workers, &model_url).await;
     }
-    let mut ratio = String::new();
     if let Ok(server) = std::env::var("BALCAO_BENCH_POSTGRES_URL") {
         let admin = sqlx::PgPool::connect(&server).await.expect("postgres");
-        let mut rates = Vec::new();
-        for (workers, path) in [(1, Path::Units), (8, Path::PerStatement), (8, Path::Units)] {
+        for workers in [1, 8] {
             let db = format!("balcao_bench_turns_{workers}");
             let url = common::fresh_database(&admin, &server, &db).await;
-            let (row, rate) = run("PostgreSQL", &url, workers, path, &model_url).await;
-            table += &row;
-            rates.push(rate);
+            table += &run("PostgreSQL", &url, workers, &model_url).await;
             common::drop_database(&admin, &db).await;
         }
-        ratio = format!(
-            "\nratio | turns/s at 8 units, units ÷ per statement (PostgreSQL) | {:.2}× | target ≥ 1.5×\n",
-            rates[2] / rates[1]
-        );
     } else {
         eprintln!("PostgreSQL skipped: set BALCAO_BENCH_POSTGRES_URL to include it");
     }
-    println!("\n{table}{ratio}");
+    println!("\n{table}");
 }

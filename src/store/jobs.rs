@@ -109,57 +109,57 @@ pub struct RunnableJobs {
     pub oldest_due: Option<DateTime<Utc>>,
 }
 
-/// SQLite's claim: the next runnable job, taken. A conversation runs one job at a time, and a
-/// click goes before any turn of its conversation.
-const SQLITE_CLAIM_SQL: &str =
-    "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
-         updated_at = $3
-     WHERE id = (
-         SELECT j.id FROM jobs j
-         WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
-           AND NOT EXISTS (
-               SELECT 1 FROM jobs r
-               WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
-                 AND (j.kind = 'turn' OR r.kind = 'click')
-                 AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
-         ORDER BY j.run_at, j.id
-         LIMIT 1)
-     RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind";
-
-/// PostgreSQL's claim in one statement (see `claim_next`): SQLite's pick and update, the
-/// trigger set in the same update (on a first claim of a turn: the latest message no turn has
-/// taken, which are the ones `taken` assigns under the same snapshot), and the messages taken.
-/// `jobs.attempts` in `SET` is the value before the increment.
-macro_rules! claim_and_take_sql {
-    () => {
-        "WITH claimed AS (
-             UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
-                 updated_at = $3,
-                 trigger_message_id = CASE WHEN jobs.attempts = 0 AND jobs.kind = 'turn' THEN (
-                     SELECT m.provider_message_id FROM inbound_messages m
-                     WHERE m.tenant_id = jobs.tenant_id AND m.conversation_id = jobs.conversation_id
-                       AND m.turn_id IS NULL
-                     ORDER BY m.id DESC LIMIT 1)
-                 ELSE jobs.trigger_message_id END
-             WHERE id = (
-                 SELECT j.id FROM jobs j
-                 WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
-                   AND NOT EXISTS (
-                       SELECT 1 FROM jobs r
-                       WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
-                         AND (j.kind = 'turn' OR r.kind = 'click')
-                         AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
-                 ORDER BY j.run_at, j.id
-                 LIMIT 1 FOR UPDATE SKIP LOCKED)
-             RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind
-         ), taken AS (
-             UPDATE inbound_messages m SET turn_id = c.id FROM claimed c
-             WHERE c.attempts = 1 AND c.kind = 'turn'
-               AND m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id AND m.turn_id IS NULL
-         )
-         SELECT * FROM claimed"
+/// The next runnable job: a conversation runs one job at a time, and a click goes before any
+/// turn of its conversation. `$lock` is PostgreSQL's row lock (SQLite has one writer).
+macro_rules! next_job_sql {
+    ($lock:literal) => {
+        concat!(
+            "SELECT j.id FROM jobs j
+             WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
+               AND NOT EXISTS (
+                   SELECT 1 FROM jobs r
+                   WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
+                     AND (j.kind = 'turn' OR r.kind = 'click')
+                     AND (r.state = 'running' OR (r.state IN ('available', 'retryable') AND r.id < j.id)))
+             ORDER BY j.run_at, j.id
+             LIMIT 1 ",
+            $lock
+        )
     };
 }
+
+/// SQLite's claim: the next runnable job, taken.
+const SQLITE_CLAIM_SQL: &str = concat!(
+    "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2, updated_at = $3
+     WHERE id = (",
+    next_job_sql!(""),
+    ") RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind"
+);
+
+/// PostgreSQL's claim in one statement (see `claim_next`): the job taken, its trigger set in
+/// the same update (on a first claim of a turn: the latest message no turn has taken, which are
+/// the ones `taken` assigns under the same snapshot), and the messages taken. `jobs.attempts`
+/// in `SET` is the value before the increment.
+const POSTGRES_CLAIM_SQL: &str = concat!(
+    "WITH claimed AS (
+         UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
+             updated_at = $3,
+             trigger_message_id = CASE WHEN jobs.attempts = 0 AND jobs.kind = 'turn' THEN (
+                 SELECT m.provider_message_id FROM inbound_messages m
+                 WHERE m.tenant_id = jobs.tenant_id AND m.conversation_id = jobs.conversation_id
+                   AND m.turn_id IS NULL
+                 ORDER BY m.id DESC LIMIT 1)
+             ELSE jobs.trigger_message_id END
+         WHERE id = (",
+    next_job_sql!("FOR UPDATE SKIP LOCKED"),
+    ") RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind
+     ), taken AS (
+         UPDATE inbound_messages m SET turn_id = c.id FROM claimed c
+         WHERE c.attempts = 1 AND c.kind = 'turn'
+           AND m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id AND m.turn_id IS NULL
+     )
+     SELECT * FROM claimed"
+);
 
 impl JobStore for Store {
     async fn claim_next(
@@ -180,12 +180,7 @@ impl JobStore for Store {
             // conversation, which the intake may hold while it waits for this job row: a
             // deadlock.
             Pool::Postgres(pool) => {
-                sqlx::query_as(claim_and_take_sql!())
-                    .bind(worker)
-                    .bind(lease_until)
-                    .bind(now)
-                    .fetch_optional(pool)
-                    .await?
+                sqlx::query_as(POSTGRES_CLAIM_SQL).bind(worker).bind(lease_until).bind(now).fetch_optional(pool).await?
             }
             // No data-modifying CTEs: the same steps in one transaction (one writer at a time).
             Pool::Sqlite { write: pool, .. } => {

@@ -20,7 +20,10 @@
 //!   ([`Store::db_time`]), so on PostgreSQL leases, reaping and takeovers follow the database's
 //!   clock, not each server's.
 //! - Every query names the tenant it works for.
-//! - Each method is one complete unit of work with its transaction inside.
+//! - Each method is complete, its transaction inside. A caller that runs several (a job, an
+//!   outbox round, a console request) runs them as one unit of work ([`Store::unit`]): on
+//!   PostgreSQL on one connection, so sqlx's check of a connection given back to the pool is
+//!   paid once per unit, not per statement ([`unit`]).
 
 mod actions;
 mod admins;
@@ -422,15 +425,6 @@ impl Store {
             Pool::Postgres(pg) => Ok(Some(sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(pg).await?)),
             Pool::Sqlite { .. } => Ok(None),
         }
-    }
-
-    /// This store with units turned off: every statement takes a connection from the pool
-    /// and gives it back. The path before units, kept so a bench can run both side by side.
-    pub fn per_statement(mut self) -> Self {
-        if let Pool::Postgres(pg) = &mut self.pool {
-            pg.per_statement();
-        }
-        self
     }
 
     pub fn backend(&self) -> &'static str {

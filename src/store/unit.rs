@@ -62,30 +62,21 @@ pub struct PgHandle {
     pool: PgPool,
     /// Which store this is, so a unit serves only the store that opened it.
     id: u64,
-    /// False on the per-statement path (a pool acquire per statement), kept for benchmarks.
-    units: bool,
 }
 
 static NEXT_STORE: AtomicU64 = AtomicU64::new(1);
 
 impl PgHandle {
     pub(crate) fn new(pool: PgPool) -> Self {
-        Self { pool, id: NEXT_STORE.fetch_add(1, Ordering::Relaxed), units: true }
+        Self { pool, id: NEXT_STORE.fetch_add(1, Ordering::Relaxed) }
     }
 
     pub(crate) fn pool(&self) -> &PgPool {
         &self.pool
     }
 
-    pub(crate) fn per_statement(&mut self) {
-        self.units = false;
-    }
-
     /// Runs `work` as one unit of work of this store.
     pub(crate) async fn scope<F: Future>(&self, work: F) -> F::Output {
-        if !self.units {
-            return work.await;
-        }
         let unit = Arc::new(Unit { store: self.id, slot: Arc::default() });
         UNIT.scope(unit, work).await
     }
