@@ -302,7 +302,7 @@ fn print_local_banner(addr: std::net::SocketAddr, seeded: Option<&str>) {
 }
 
 async fn open_store(config: &Config) -> anyhow::Result<Store> {
-    let store = Store::connect(&config.database_url, config.db_max_connections)
+    let store = Store::connect(&config.database_url, config.pool_size())
         .await
         .with_context(|| format!("failed to open the database at {}", config.database_url))?;
     store.migrate().await.context("failed to apply migrations")?;

@@ -70,6 +70,15 @@ pub struct Config {
 pub struct ConfigError(pub Vec<String>);
 
 impl Config {
+    /// The database pool's size: `BALCAO_DB_MAX_CONNECTIONS`, raised when needed to hold every
+    /// worker and outbox sender at once plus the intake's writers and two more (console
+    /// requests, sweeps). A unit of work keeps its connection across its outside calls
+    /// (`store::unit`), so fewer would leave the rest waiting on the pool.
+    pub fn pool_size(&self) -> u32 {
+        let held = self.queue.workers + self.outbox.senders + self.intake.writers + 2;
+        self.db_max_connections.max(u32::try_from(held).unwrap_or(u32::MAX))
+    }
+
     /// Reads the process environment (after `.env`, which `main` loads).
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_vars(&std::env::vars().collect())

@@ -224,8 +224,10 @@ impl DepositStore for Store {
                 tx.rollback().await?;
                 return Ok(None);
             };
-            // A savepoint: on PostgreSQL a refused statement spoils the whole transaction.
-            let mut attempt = sqlx::Acquire::begin(&mut *tx).await?;
+            // A savepoint: on PostgreSQL a refused statement spoils the whole transaction. Taken
+            // in SQL, not with sqlx's nested `begin`: a unit of work's transaction is opened
+            // with a plain `BEGIN` that sqlx does not count (`store::unit`).
+            sqlx::raw_sql("SAVEPOINT reactivate").execute(&mut *tx).await?;
             let reactivated = sqlx::query(
                 "UPDATE appointments SET status = 'confirmed', hold_expires_at = NULL, updated_at = $1
                  WHERE tenant_id = $2 AND id = $3 AND status IN ('held', 'expired') AND starts_at > $1
@@ -238,7 +240,7 @@ impl DepositStore for Store {
             .bind(now)
             .bind(tenant.0)
             .bind(paid.appointment_id)
-            .execute(&mut *attempt)
+            .execute(&mut *tx)
             .await;
             let confirms = match reactivated {
                 Ok(done) => changed_one(done),
@@ -246,13 +248,13 @@ impl DepositStore for Store {
                 Err(e) => return Err(e.into()),
             };
             let outcome = if confirms {
-                attempt.commit().await?;
+                sqlx::raw_sql("RELEASE SAVEPOINT reactivate").execute(&mut *tx).await?;
                 for message in confirmed {
                     let _: Option<i64> = insert_outbound!(tx, message, now)?;
                 }
                 DepositPayment::Confirmed(Box::new(paid))
             } else {
-                attempt.rollback().await?;
+                sqlx::raw_sql("ROLLBACK TO SAVEPOINT reactivate").execute(&mut *tx).await?;
                 let due: Charge = sqlx::query_as(concat!(
                     "UPDATE charges SET status = 'refund_due', updated_at = $1 WHERE tenant_id = $2 AND id = $3
                      RETURNING ",

@@ -110,12 +110,15 @@ pub struct RunnableJobs {
 }
 
 /// The next runnable job: a conversation runs one job at a time, and a click goes before any
-/// turn of its conversation. `$lock` is PostgreSQL's row lock (SQLite has one writer).
+/// turn of its conversation. `$now` is the placeholder of the instant, `$lock` PostgreSQL's row
+/// lock (SQLite has one writer).
 macro_rules! next_job_sql {
-    ($lock:literal) => {
+    ($now:literal, $lock:literal) => {
         concat!(
             "SELECT j.id FROM jobs j
-             WHERE j.state IN ('available', 'retryable') AND j.run_at <= $3
+             WHERE j.state IN ('available', 'retryable') AND j.run_at <= ",
+            $now,
+            "
                AND NOT EXISTS (
                    SELECT 1 FROM jobs r
                    WHERE r.conversation_id = j.conversation_id AND r.id <> j.id
@@ -132,34 +135,25 @@ macro_rules! next_job_sql {
 const SQLITE_CLAIM_SQL: &str = concat!(
     "UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2, updated_at = $3
      WHERE id = (",
-    next_job_sql!(""),
+    next_job_sql!("$3", ""),
     ") RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind"
 );
 
-/// PostgreSQL's claim in one statement (see `claim_next`): the job taken, its trigger set in
-/// the same update (on a first claim of a turn: the latest message no turn has taken, which are
-/// the ones `taken` assigns under the same snapshot), and the messages taken. `jobs.attempts`
-/// in `SET` is the value before the increment.
-const POSTGRES_CLAIM_SQL: &str = concat!(
-    "WITH claimed AS (
-         UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $1, locked_until = $2,
-             updated_at = $3,
-             trigger_message_id = CASE WHEN jobs.attempts = 0 AND jobs.kind = 'turn' THEN (
-                 SELECT m.provider_message_id FROM inbound_messages m
-                 WHERE m.tenant_id = jobs.tenant_id AND m.conversation_id = jobs.conversation_id
-                   AND m.turn_id IS NULL
-                 ORDER BY m.id DESC LIMIT 1)
-             ELSE jobs.trigger_message_id END
-         WHERE id = (",
-    next_job_sql!("FOR UPDATE SKIP LOCKED"),
-    ") RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind
-     ), taken AS (
-         UPDATE inbound_messages m SET turn_id = c.id FROM claimed c
-         WHERE c.attempts = 1 AND c.kind = 'turn'
-           AND m.tenant_id = c.tenant_id AND m.conversation_id = c.conversation_id AND m.turn_id IS NULL
+/// PostgreSQL's claim, after the job `$1` is locked: on a first claim of a turn, the messages
+/// no turn has taken are taken and the latest is the trigger, set in the job's one update
+/// (`attempts` in `SET` and in `taken` is the value before the increment).
+const POSTGRES_TAKE_SQL: &str = "WITH taken AS (
+         UPDATE inbound_messages m SET turn_id = j.id FROM jobs j
+         WHERE j.id = $1 AND j.attempts = 0 AND j.kind = 'turn'
+           AND m.tenant_id = j.tenant_id AND m.conversation_id = j.conversation_id AND m.turn_id IS NULL
+         RETURNING m.id, m.provider_message_id
      )
-     SELECT * FROM claimed"
-);
+     UPDATE jobs SET state = 'running', attempts = attempts + 1, locked_by = $2, locked_until = $3, updated_at = $4,
+         trigger_message_id = CASE WHEN attempts = 0 AND kind = 'turn'
+             THEN (SELECT provider_message_id FROM taken ORDER BY id DESC LIMIT 1)
+             ELSE trigger_message_id END
+     WHERE id = $1
+     RETURNING id, tenant_id, conversation_id, attempts, max_attempts, trigger_message_id, kind";
 
 impl JobStore for Store {
     async fn claim_next(
@@ -173,14 +167,33 @@ impl JobStore for Store {
             return Ok(None);
         }
         let row: Option<ClaimRow> = match &self.pool {
-            // One statement: the claim, the turn's messages and its trigger (the latest of
-            // them) under one snapshot, one round trip, and the job row updated once. A second
-            // update of the row in the same transaction made PostgreSQL check its foreign keys
-            // again (a row this transaction wrote), waiting for a share lock on the
-            // conversation, which the intake may hold while it waits for this job row: a
-            // deadlock.
+            // Two statements. The first locks the job; the second, which starts after the lock
+            // is held, takes the messages and updates the job once. Its snapshot sees a message
+            // the intake committed after the first statement began (bumping this job rather
+            // than making another): under the first statement's snapshot that message would be
+            // left untaken. One update of the job row: a second one in the same transaction made
+            // PostgreSQL check the row's foreign keys again (a row version this transaction
+            // wrote), waiting for a share lock on the conversation the intake may hold while it
+            // waits for this job row, a deadlock.
             Pool::Postgres(pool) => {
-                sqlx::query_as(POSTGRES_CLAIM_SQL).bind(worker).bind(lease_until).bind(now).fetch_optional(pool).await?
+                let mut tx = pool.begin_write().await?;
+                let next: Option<i64> = sqlx::query_scalar(next_job_sql!("$1", "FOR UPDATE SKIP LOCKED"))
+                    .bind(now)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(id) = next else {
+                    tx.rollback().await?;
+                    return Ok(None);
+                };
+                let row: ClaimRow = sqlx::query_as(POSTGRES_TAKE_SQL)
+                    .bind(id)
+                    .bind(worker)
+                    .bind(lease_until)
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Some(row)
             }
             // No data-modifying CTEs: the same steps in one transaction (one writer at a time).
             Pool::Sqlite { write: pool, .. } => {

@@ -410,7 +410,7 @@ impl Store {
 
     /// Runs `work` as one unit of work: on PostgreSQL its statements share one connection,
     /// taken at the first and given back at the end (see [`unit`]). Jobs, outbox rounds and
-    /// HTTP requests each run in one.
+    /// console requests each run in one.
     pub async fn unit<F: Future>(&self, work: F) -> F::Output {
         match &self.pool {
             Pool::Postgres(pg) => pg.scope(work).await,

@@ -2,7 +2,7 @@
 //!
 //! sqlx's pool checks every connection it takes back with a ping (a `Sync` round trip), so a
 //! statement run on the pool costs an acquire and a ping besides itself. A unit of work (a job
-//! run: a turn or a click; an outbox round; an HTTP request) instead runs its statements on one
+//! run: a turn or a click; an outbox round; a console request) instead runs its statements on one
 //! connection, taken at its first statement and given back when the unit ends: one ping per
 //! unit, not per statement.
 //!
@@ -16,7 +16,13 @@
 //! - The unit's connection serves one statement or one transaction at a time. A statement that
 //!   finds it busy (a transaction open on it, or a concurrent branch of the same task, such as
 //!   the lease's heartbeat beside the turn) runs on the pool instead, exactly as without a unit:
-//!   nothing waits on the unit, so it cannot deadlock itself.
+//!   nothing waits on the unit's connection, so a unit cannot deadlock itself (a statement on
+//!   the pool waits for a free connection, as any statement does).
+//! - A connection that failed below the database (a dropped socket, a protocol error) leaves
+//!   the unit; its next statement takes a fresh one from the pool.
+//! - A transaction on the unit's connection is opened with a plain `BEGIN`, which sqlx does not
+//!   count: a savepoint inside it is taken in SQL (`SAVEPOINT`), never with sqlx's nested
+//!   `begin`, which would send a second `BEGIN`.
 //! - A unit belongs to the store that opened it; another store's statements in the same scope
 //!   use their own pool.
 //! - A transaction on the unit's connection that is dropped without commit or rollback (an
@@ -28,6 +34,9 @@
 //!   intake's group commit, say): a burst of such units could hold every connection of the
 //!   pool while the task they wait on waits for one. Jobs, outbox rounds and console requests
 //!   are units; webhooks are not.
+//! - A unit keeps its connection across its outside calls (the model, the Graph API, a Pix
+//!   provider): the pool must have room for every worker and sender at once, plus the intake's
+//!   writers (`Config::pool_size` makes it so).
 //! - SQLite has no units: its writes already queue on one connection, and holding that writer
 //!   across a unit's reads and outside calls would stall every other writer.
 
@@ -92,13 +101,16 @@ impl PgHandle {
 
     /// Starts a write transaction: on the unit's connection when it is free.
     pub(crate) async fn begin(&self) -> sqlx::Result<PgTx> {
-        match self.held() {
-            Some(mut guard) => {
-                sqlx::raw_sql("BEGIN").execute(connect(&mut guard, &self.pool).await?).await?;
-                Ok(PgTx::Held(HeldTx { guard: Some(guard) }))
-            }
-            None => Ok(PgTx::Pooled(self.pool.begin().await?)),
-        }
+        let Some(mut guard) = self.held() else {
+            return Ok(PgTx::Pooled(self.pool.begin().await?));
+        };
+        connect(&mut guard, &self.pool).await?;
+        // The transaction exists before `BEGIN` is awaited: cancelled in between, it is rolled
+        // back all the same (a `ROLLBACK` with nothing open only warns).
+        let mut held = HeldTx { guard: Some(guard) };
+        let begun = sqlx::raw_sql("BEGIN").execute(held.conn_mut()).await;
+        discard_if_broken(held.guard.as_deref_mut(), &begun);
+        begun.map(|_| PgTx::Held(held))
     }
 }
 
@@ -111,6 +123,33 @@ async fn connect<'g>(slot: &'g mut Slot, pool: &PgPool) -> sqlx::Result<&'g mut 
     Ok(&mut **conn)
 }
 
+/// Runs `statement` on the unit's connection; a connection that failed below the database
+/// (a dropped socket, a protocol error) leaves the unit, which takes a fresh one next time.
+async fn on_held<T>(
+    mut guard: OwnedMutexGuard<Slot>,
+    pool: &PgPool,
+    statement: impl AsyncFnOnce(&mut PgConnection) -> sqlx::Result<T>,
+) -> sqlx::Result<T> {
+    let result = statement(connect(&mut guard, pool).await?).await;
+    discard_if_broken(Some(&mut guard), &result);
+    result
+}
+
+/// Closes the slot's connection when `result` says the connection itself broke: below the
+/// database, or a connection exception (SQLSTATE class 08) or an operator's intervention (57P,
+/// a terminated backend or a shutdown). A database's refusal (a constraint, a lock timeout)
+/// leaves it usable.
+fn discard_if_broken<T>(slot: Option<&mut Slot>, result: &sqlx::Result<T>) {
+    let broken = match result {
+        Err(sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed) => true,
+        Err(sqlx::Error::Database(e)) => e.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
+    };
+    if broken && let Some(mut conn) = slot.and_then(Option::take) {
+        conn.close_on_drop();
+    }
+}
+
 impl<'c> Executor<'c> for &'c PgHandle {
     type Database = Postgres;
 
@@ -119,15 +158,14 @@ impl<'c> Executor<'c> for &'c PgHandle {
         'c: 'e,
         E: 'q + Execute<'q, Postgres>,
     {
-        let Some(mut guard) = self.held() else {
+        let Some(guard) = self.held() else {
             return self.pool.fetch_many(query);
         };
         // The rows are collected while the guard is held, then streamed: no store method
         // streams more than a page.
-        stream::once(async move {
-            let conn = connect(&mut guard, &self.pool).await?;
+        stream::once(on_held(guard, &self.pool, async move |conn: &mut PgConnection| {
             conn.fetch_many(query).try_collect::<Vec<_>>().await
-        })
+        }))
         .map(|rows| match rows {
             Ok(rows) => stream::iter(rows.into_iter().map(Ok)).left_stream(),
             Err(e) => stream::iter([Err(e)]).right_stream(),
@@ -141,10 +179,10 @@ impl<'c> Executor<'c> for &'c PgHandle {
         'c: 'e,
         E: 'q + Execute<'q, Postgres>,
     {
-        let Some(mut guard) = self.held() else {
+        let Some(guard) = self.held() else {
             return self.pool.fetch_optional(query);
         };
-        Box::pin(async move { connect(&mut guard, &self.pool).await?.fetch_optional(query).await })
+        Box::pin(on_held(guard, &self.pool, async move |conn: &mut PgConnection| conn.fetch_optional(query).await))
     }
 
     fn prepare_with<'e>(self, sql: SqlStr, parameters: &'e [PgTypeInfo]) -> BoxFuture<'e, sqlx::Result<PgStatement>>
@@ -191,23 +229,8 @@ impl PgTx {
 }
 
 impl HeldTx {
-    async fn end(mut self, statement: &'static str) -> sqlx::Result<()> {
-        let Some(mut guard) = self.guard.take() else { return Ok(()) };
-        let Some(conn) = guard.as_mut() else { return Ok(()) };
-        let ended = sqlx::raw_sql(statement).execute(&mut **conn).await;
-        if ended.is_err() {
-            // Its state is unknown: the connection is closed rather than reused.
-            if let Some(mut conn) = guard.take() {
-                conn.close_on_drop();
-            }
-        }
-        ended.map(|_| ())
-    }
-}
-
-impl HeldTx {
-    // A live transaction holds its guard (taken only as it ends, which consumes it) and a
-    // connection (put in the slot before `BEGIN`).
+    // A live transaction holds its guard (taken only once it has ended) and a connection (put
+    // in the slot before `BEGIN`).
     const LIVE: &'static str = "a live transaction holds its connection";
 
     fn conn(&self) -> &PgConnection {
@@ -217,31 +240,35 @@ impl HeldTx {
     fn conn_mut(&mut self) -> &mut PgConnection {
         self.guard.as_deref_mut().and_then(Option::as_deref_mut).expect(Self::LIVE)
     }
+
+    /// Ends the transaction with `statement`. The guard stays in `self` until the statement
+    /// is answered: cancelled before, the transaction is rolled back on drop.
+    async fn end(mut self, statement: &'static str) -> sqlx::Result<()> {
+        let ended = sqlx::raw_sql(statement).execute(self.conn_mut()).await;
+        let mut guard = self.guard.take();
+        if ended.is_err() {
+            // Its state is unknown: the connection is closed rather than reused.
+            if let Some(mut conn) = guard.as_deref_mut().and_then(Option::take) {
+                conn.close_on_drop();
+            }
+        }
+        ended.map(|_| ())
+    }
 }
 
 impl Drop for HeldTx {
     fn drop(&mut self) {
         let Some(mut guard) = self.guard.take() else { return };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                // The guard moves into the task: the unit's statements use the pool until the
-                // rollback is done.
-                runtime.spawn(async move {
-                    if let Some(conn) = guard.as_mut()
-                        && sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await.is_err()
-                        && let Some(mut conn) = guard.take()
-                    {
-                        conn.close_on_drop();
-                    }
-                });
+        // Units run in tasks, so there is a runtime. The guard moves into the task: the unit's
+        // statements use the pool until the rollback is done.
+        tokio::spawn(async move {
+            if let Some(conn) = guard.as_mut()
+                && sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await.is_err()
+                && let Some(mut conn) = guard.take()
+            {
+                conn.close_on_drop();
             }
-            Err(_) => {
-                // No runtime to roll back on: closing the connection aborts the transaction.
-                if let Some(mut conn) = guard.take() {
-                    conn.close_on_drop();
-                }
-            }
-        }
+        });
     }
 }
 

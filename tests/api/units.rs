@@ -122,3 +122,28 @@ contract!(a_statement_beside_an_open_transaction_in_the_same_unit_does_not_wait,
         .await;
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
 });
+
+contract!(a_unit_whose_connection_breaks_takes_a_fresh_one, |db| async move {
+    let Some((options, _)) = &db.pg else { return };
+    let store = db.store.clone();
+    store
+        .unit(async {
+            let first = store.connection_id().await.unwrap().expect("a PostgreSQL session");
+            // Another session ends this one, as a restart or a proxy's idle timeout would.
+            let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect_with(options).await.unwrap();
+            let _: bool =
+                sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(first).fetch_one(&mut admin).await.unwrap();
+            // The statement that meets the broken connection fails; the unit then takes a new one.
+            let mut failures = 0;
+            let next = loop {
+                match store.connection_id().await {
+                    Ok(id) => break id.expect("a PostgreSQL session"),
+                    Err(_) if failures < 1 => failures += 1,
+                    Err(e) => panic!("the unit kept its broken connection: {e}"),
+                }
+            };
+            assert_ne!(next, first);
+            assert_eq!(store.connection_id().await.unwrap(), Some(next), "the fresh connection is the unit's");
+        })
+        .await;
+});

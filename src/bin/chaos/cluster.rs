@@ -163,7 +163,7 @@ async fn signal(child: Option<&Child>, name: &str) {
 pub async fn serve() -> anyhow::Result<()> {
     let config = balcao::config::Config::from_env()?;
     balcao::telemetry::init(config.log_format);
-    let store = balcao::store::Store::connect(&config.database_url, config.db_max_connections).await?;
+    let store = balcao::store::Store::connect(&config.database_url, config.pool_size()).await?;
     store.migrate().await?;
     let app = balcao::app::App::build(config, store).await?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
