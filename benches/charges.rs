@@ -29,7 +29,6 @@ const CHARGES: usize = 400;
 const STAFF: usize = 8;
 /// Clicks before the clock starts.
 const WARM_UP: usize = CHARGES / 4;
-const SECRET: &str = "bench-secret";
 
 fn identity(phone: &PhoneE164) -> ContactIdentity {
     ContactIdentity { wa_id: Some(phone.clone()), user_id: None, username: None, profile_name: None }
@@ -76,7 +75,7 @@ async fn run(name: &str, url: &str) -> (String, f64, f64) {
     }
     let vars: HashMap<String, String> = [
         ("BALCAO_ADDR", "127.0.0.1:0"),
-        ("WHATSAPP_APP_SECRET", SECRET),
+        ("WHATSAPP_APP_SECRET", common::SECRET),
         ("BALCAO_POLL_INTERVAL_MS", "5"),
         ("BALCAO_WORKERS", "8"),
         ("RUST_LOG", "warn"),
@@ -111,15 +110,8 @@ async fn run(name: &str, url: &str) -> (String, f64, f64) {
                     }}]}]
                 }))
                 .expect("json");
-                    let status = http
-                        .post(format!("{base}/webhooks/whatsapp"))
-                        .header("x-hub-signature-256", balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body))
-                        .body(body)
-                        .send()
-                        .await
-                        .expect("post")
-                        .status();
-                    assert!(status.is_success());
+                    let signature = balcao::whatsapp::signature::sign(common::SECRET.as_bytes(), &body);
+                    common::post(http, base, &(body, signature)).await;
                 }
             };
             let posts = clicks.iter().enumerate().take(to).skip(from).map(post);
@@ -134,9 +126,7 @@ async fn run(name: &str, url: &str) -> (String, f64, f64) {
             }
             let elapsed = started.elapsed();
             // Every commit of the clicks counts: a click may still be writing after its charge.
-            while common::unfinished(url).await > 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            common::jobs_finished(url).await;
             elapsed
         }
     };

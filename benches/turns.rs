@@ -23,10 +23,8 @@ use balcao::domain::DatabaseUrl;
 use balcao::store::{OutboxStore, Store, TenantStore};
 use balcao::tenant::TenantSpec;
 use futures::StreamExt;
-use serde_json::json;
 
 const TURNS: usize = 400;
-const SECRET: &str = "bench-secret";
 
 /// One run's table row.
 async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
@@ -40,7 +38,7 @@ async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
     balcao::store::CatalogStore::apply_catalog(&store, tenant, &spec.catalog).await.expect("catalog");
     let vars: HashMap<String, String> = [
         ("BALCAO_ADDR", "127.0.0.1:0"),
-        ("WHATSAPP_APP_SECRET", SECRET),
+        ("WHATSAPP_APP_SECRET", common::SECRET),
         ("AGENT", "anthropic"),
         ("ANTHROPIC_API_KEY", "bench"),
         ("ANTHROPIC_BASE_URL", model_url),
@@ -69,24 +67,9 @@ async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
             // 32 connections so the intake keeps ahead of the workers.
             let post = |i: usize| async move {
                 let from = format!("55119{i:08}");
-                let body = serde_json::to_vec(&json!({
-                    "object": "whatsapp_business_account",
-                    "entry": [{ "id": "1", "changes": [{ "field": "messages", "value": {
-                        "metadata": { "phone_number_id": phone_number_id },
-                        "contacts": [{ "profile": { "name": "C" }, "wa_id": from }],
-                        "messages": [{ "from": from, "id": format!("wamid.turn.{round}.{i}"), "timestamp": "1", "type": "text", "text": { "body": "quais serviços?" } }]
-                    }}]}]
-                }))
-                .expect("json");
-                let status = http
-                    .post(format!("{base}/webhooks/whatsapp"))
-                    .header("x-hub-signature-256", balcao::whatsapp::signature::sign(SECRET.as_bytes(), &body))
-                    .body(body)
-                    .send()
-                    .await
-                    .expect("post")
-                    .status();
-                assert!(status.is_success());
+                let signed =
+                    common::webhook(phone_number_id, &from, &format!("wamid.turn.{round}.{i}"), "quais serviços?");
+                common::post(http, base, &signed).await;
             };
             futures::stream::iter((0..TURNS).map(post)).buffer_unordered(32).collect::<Vec<()>>().await;
             loop {
@@ -99,9 +82,7 @@ async fn run(name: &str, url: &str, workers: usize, model_url: &str) -> String {
             }
             let elapsed = started.elapsed();
             // Every commit of the turns counts: a turn may still be writing after its reply.
-            while common::unfinished(url).await > 0 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            common::jobs_finished(url).await;
             elapsed
         }
     };

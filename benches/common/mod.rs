@@ -294,8 +294,15 @@ pub async fn analyze(url: &str) {
     }
 }
 
+/// Waits until every job is completed.
+pub async fn jobs_finished(url: &str) {
+    while unfinished(url).await > 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Jobs not yet completed (read on a connection of its own, which commits nothing).
-pub async fn unfinished(url: &str) -> i64 {
+async fn unfinished(url: &str) -> i64 {
     const SQL: &str = "SELECT COUNT(*) FROM jobs WHERE state <> 'completed'";
     if url.starts_with("sqlite:") {
         let pool = sqlx::SqlitePool::connect(url).await.expect("sqlite");

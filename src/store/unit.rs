@@ -54,7 +54,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 type Slot = Option<PoolConnection<Postgres>>;
 
 tokio::task_local! {
-    static UNIT: Arc<Unit>;
+    static UNIT: Unit;
 }
 
 /// The connection one unit of work holds, taken at its first statement.
@@ -86,8 +86,7 @@ impl PgHandle {
 
     /// Runs `work` as one unit of work of this store.
     pub(crate) async fn scope<F: Future>(&self, work: F) -> F::Output {
-        let unit = Arc::new(Unit { store: self.id, slot: Arc::default() });
-        UNIT.scope(unit, work).await
+        UNIT.scope(Unit { store: self.id, slot: Arc::default() }, work).await
     }
 
     /// The current unit's connection slot, if this task is in one of this store's units and

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use balcao::domain::{Cents, ContactId, LedgerKey};
+use balcao::domain::{Cents, LedgerKey};
 use balcao::ledger::Outcome;
-use balcao::store::{BookingStore, CatalogStore, LedgerStore, Move, NewAppointment, TenantStore};
+use balcao::store::{BookingStore, CatalogStore, LedgerStore, Move, TenantStore};
 use balcao::tenant::TenantSpec;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
@@ -274,28 +274,7 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
     let s = Scenario::new(db).await;
     let c = s.customer(db, "5511999990001").await;
     let at = |h: u32, m: u32| Utc.with_ymd_and_hms(2026, 3, 11, h, m, 0).unwrap();
-    let insert = |key: &'static str, from, to, pro| {
-        let store = db.store.clone();
-        let tenant = s.tenant.id;
-        let contact: ContactId = c.contact;
-        let service = s.corte;
-        async move {
-            let key = LedgerKey::from_stored(key.to_owned());
-            let new = NewAppointment {
-                tenant,
-                contact,
-                service_id: service,
-                professional_id: pro,
-                starts_at: from,
-                ends_at: to,
-                price: Cents(5000),
-                key: &key,
-                allow_customer_overlap: true,
-                hold: None,
-            };
-            store.insert_appointment(&new, None, now()).await
-        }
-    };
+    let insert = |key: &'static str, from, to, pro| s.insert_corte(&db.store, c.contact, pro, (from, to), key, true);
     let first = insert("k1", at(17, 0), at(17, 40), s.ze).await.unwrap();
     assert!(matches!(insert("k2", at(17, 39), at(18, 0), s.ze).await, Err(balcao::store::BookingError::SlotTaken)));
     // Back to back is fine; another professional is fine; the same key returns the same row.
@@ -323,20 +302,7 @@ contract!(the_database_refuses_overlaps_whoever_writes, |db| async move {
         db.store.cancel_appointment(s.tenant.id, c.contact, own, None, now()).await.unwrap();
     }
     let other = s.customer(db, "5511999990002").await;
-    let key = LedgerKey::from_stored("k7".into());
-    let theirs = NewAppointment {
-        tenant: s.tenant.id,
-        contact: other.contact,
-        service_id: s.corte,
-        professional_id: s.ze,
-        starts_at: at(17, 40),
-        ends_at: at(18, 0),
-        price: Cents(5000),
-        key: &key,
-        allow_customer_overlap: false,
-        hold: None,
-    };
-    db.store.insert_appointment(&theirs, None, now()).await.unwrap();
+    s.insert_corte(&db.store, other.contact, s.ze, (at(17, 40), at(18, 0)), "k7", false).await.unwrap();
     let clash = db.store.move_appointment(&to, None, now()).await;
     assert!(matches!(clash, Err(balcao::store::BookingError::SlotTaken)), "{clash:?}");
     assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 2);

@@ -5,36 +5,21 @@
 
 use std::time::Duration;
 
-use balcao::domain::{Cents, LedgerKey};
-use balcao::store::{BookingError, BookingStore, NewAppointment};
+use balcao::store::{BookingError, BookingStore};
 use chrono::{TimeZone, Utc};
 
 use crate::contract;
-use crate::support::scenario::{Scenario, now};
+use crate::support::scenario::Scenario;
 
 contract!(a_unit_runs_on_one_connection_and_outlives_a_failed_transaction, |db| async move {
     let s = Scenario::new(db).await;
     let c = s.customer(db, "5511999990001").await;
     let at = |h: u32, m: u32| Utc.with_ymd_and_hms(2026, 3, 11, h, m, 0).unwrap();
     let store = db.store.clone();
+    let s = std::sync::Arc::new(s);
     let book = |store: balcao::store::Store, key: &'static str, from, to| {
-        let (tenant, contact, service, pro) = (s.tenant.id, c.contact, s.corte, s.ze);
-        async move {
-            let key = LedgerKey::from_stored(key.to_owned());
-            let new = NewAppointment {
-                tenant,
-                contact,
-                service_id: service,
-                professional_id: pro,
-                starts_at: from,
-                ends_at: to,
-                price: Cents(5000),
-                key: &key,
-                allow_customer_overlap: true,
-                hold: None,
-            };
-            store.insert_appointment(&new, None, now()).await
-        }
+        let (s, contact) = (s.clone(), c.contact);
+        async move { s.insert_corte(&store, contact, s.ze, (from, to), key, true).await }
     };
     let postgres = store.connection_id().await.unwrap().is_some();
     store
@@ -94,26 +79,13 @@ contract!(a_statement_beside_an_open_transaction_in_the_same_unit_does_not_wait,
     let at = |h: u32| Utc.with_ymd_and_hms(2026, 3, 11, h, 0, 0).unwrap();
     store
         .unit(async {
-            let key = LedgerKey::from_stored("k1".to_owned());
-            let new = NewAppointment {
-                tenant: s.tenant.id,
-                contact: c.contact,
-                service_id: s.corte,
-                professional_id: s.ze,
-                starts_at: at(17),
-                ends_at: at(18),
-                price: Cents(5000),
-                key: &key,
-                allow_customer_overlap: true,
-                hold: None,
-            };
             let reads = async {
                 for _ in 0..20 {
                     store.count_active_appointments(s.tenant.id).await.unwrap();
                 }
             };
             let (booked, ()) = tokio::time::timeout(Duration::from_secs(20), async {
-                tokio::join!(store.insert_appointment(&new, None, now()), reads)
+                tokio::join!(s.insert_corte(&store, c.contact, s.ze, (at(17), at(18)), "k1", true), reads)
             })
             .await
             .expect("nothing waits on the unit");

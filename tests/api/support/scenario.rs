@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use balcao::actions::ClickHandler;
-use balcao::domain::{ContactId, ConversationId};
+use balcao::booking::Appointment;
+use balcao::domain::{Cents, ContactId, ConversationId, LedgerKey};
 use balcao::jobs::Replier;
 use balcao::ledger::{CallContext, Executor, Outcome, Tool};
-use balcao::store::{CatalogStore, InboundStore, TenantStore};
+use balcao::store::{BookingError, BookingStore, CatalogStore, InboundStore, NewAppointment, Store, TenantStore};
 use balcao::tenant::{Tenant, TenantSpec};
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::Value;
@@ -189,6 +190,33 @@ impl Scenario {
         .await;
         let contact = db.store.conversation_contact(self.tenant.id, conversation).await.unwrap().contact_id;
         Customer { contact, conversation }
+    }
+
+    /// A corte for `contact` with `professional` over `slot`, under the ledger key `key`, written
+    /// straight through the store (no tool, no executor) at R$ 50,00.
+    pub async fn insert_corte(
+        &self,
+        store: &Store,
+        contact: ContactId,
+        professional: i64,
+        (starts_at, ends_at): (DateTime<Utc>, DateTime<Utc>),
+        key: &str,
+        allow_customer_overlap: bool,
+    ) -> Result<Appointment, BookingError> {
+        let key = LedgerKey::from_stored(key.to_owned());
+        let new = NewAppointment {
+            tenant: self.tenant.id,
+            contact,
+            service_id: self.corte,
+            professional_id: professional,
+            starts_at,
+            ends_at,
+            price: Cents(5000),
+            key: &key,
+            allow_customer_overlap,
+            hold: None,
+        };
+        store.insert_appointment(&new, None, now()).await
     }
 
     pub fn tool(&self, name: &str) -> Arc<dyn Tool> {
