@@ -99,6 +99,7 @@ async fn setup(url: &str) -> (Store, balcao::tenant::Tenant, ContactId, Conversa
         sent_at: None,
         raw: json!({}),
         simulated_by: None,
+        sender_hashes: Vec::new(),
     };
     let timing = TurnTiming { debounce: TimeDelta::zero(), debounce_max: TimeDelta::zero(), max_attempts: 1 };
     let Ok(Recorded::New { conversation, .. }) =

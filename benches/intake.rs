@@ -84,6 +84,7 @@ fn inbound(run: &str, i: usize) -> NewInbound {
         sent_at: None,
         raw: serde_json::json!({ "id": wamid(run, i) }),
         simulated_by: None,
+        sender_hashes: Vec::new(),
     }
 }
 

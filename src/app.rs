@@ -80,6 +80,8 @@ pub struct App {
     /// Cancelled when the server starts shutting down: ends long-lived responses (the
     /// simulator's event streams), so a graceful shutdown does not wait on open browser tabs.
     stopping: CancellationToken,
+    /// The console's own connections (closed at the end, after the server's).
+    console_store: Store,
     pub store: Store,
     pub metrics: Metrics,
 }
@@ -107,7 +109,7 @@ impl App {
             );
         }
         let local_mode = config.whatsapp.local_mode;
-        let loopback = config.addr.ip().is_loopback();
+        let loopback = config.addr.ip().to_canonical().is_loopback();
         if local_mode && !loopback && !config.whatsapp.local_mode_public {
             anyhow::bail!(
                 "local mode (WHATSAPP_APP_SECRET unset) verifies webhooks with a public development secret, \
@@ -182,9 +184,12 @@ impl App {
             config.whatsapp.privacy_key.clone(),
         );
         let secure_cookies = config.public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+        let console_store = store.edge(crate::http::CONSOLE_CONNECTIONS);
         let stopping = CancellationToken::new();
         let state = AppState {
             store: store.clone(),
+            console_store: console_store.clone(),
+            password_checks: Default::default(),
             tenants: Default::default(),
             metrics: metrics.clone(),
             app_secret: config.whatsapp.app_secret.clone(),
@@ -223,6 +228,7 @@ impl App {
             gateways,
             wake_payments,
             stopping,
+            console_store,
         })
     }
 
@@ -352,6 +358,10 @@ impl App {
                     stop_poller.clone(),
                 )
             });
+            let (store, key, stop_scrub) = (self.store.clone(), self.config.whatsapp.privacy_key.clone(), stop.clone());
+            pool.spawn("erasure-races".to_owned(), move || {
+                crate::privacy::run_scrub(store.clone(), key.clone(), SWEEP_EVERY, stop_scrub.clone())
+            });
             let (store, stop_sessions) = (self.store.clone(), stop.clone());
             pool.spawn("session-pruning".to_owned(), move || {
                 crate::http::console::run_pruning(store.clone(), SESSION_PRUNE_EVERY, stop_sessions.clone())
@@ -395,6 +405,7 @@ impl App {
         if let Err(e) = replay_counts.await {
             tracing::warn!(error = %e, "the replay-count task ended badly");
         }
+        self.console_store.close_edge().await;
         self.store.close().await;
         Ok(())
     }

@@ -70,6 +70,10 @@ enum AdminCommand {
         /// The tenant's slug; run again with another slug to add a second tenant.
         #[arg(long)]
         tenant: String,
+        /// The admin's own number among the tenant's staff: told on WhatsApp when someone with
+        /// their password types wrong codes of the second factor.
+        #[arg(long)]
+        phone: Option<String>,
     },
     /// Turn on the admin's second factor: prints a new secret to add to an authenticator app
     /// (a QR code and an otpauth:// link); from then on the console asks for its code. Running
@@ -188,7 +192,7 @@ async fn run() -> anyhow::Result<()> {
             };
             session.run(std::io::stdin().lock(), std::io::stdout()).await
         }
-        Command::Admin { command: AdminCommand::Add { email, tenant } } => {
+        Command::Admin { command: AdminCommand::Add { email, tenant, phone } } => {
             let password = match std::env::var("BALCAO_ADMIN_PASSWORD") {
                 Ok(p) => p,
                 Err(_) => rpassword::prompt_password(format!("Password for {email}: "))
@@ -197,6 +201,12 @@ async fn run() -> anyhow::Result<()> {
             let store = open_store(&config).await?;
             let id = balcao::http::console::auth::add_admin(&store, &email, &password, &tenant).await?;
             println!("admin {email} (id {id}) can open /admin for {tenant}");
+            if let Some(phone) = phone {
+                let phone = balcao::http::console::auth::set_admin_phone(&store, &email, &phone, &tenant).await?;
+                println!(
+                    "{email} is staff number {phone}: told there when someone types wrong codes with their password"
+                );
+            }
             Ok(())
         }
         Command::Admin { command: AdminCommand::Totp { email, off } } => {

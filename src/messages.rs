@@ -536,6 +536,18 @@ pub fn when_at(tz: chrono_tz::Tz, at: chrono::DateTime<chrono::Utc>) -> String {
     at.with_timezone(&tz).format("%d/%m %H:%M").to_string()
 }
 
+/// What the console tells an admin's staff number on WhatsApp.
+#[derive(Template)]
+#[template(path = "messages/console.txt")]
+pub struct Console<'a> {
+    pub text: ConsoleText<'a>,
+}
+
+pub enum ConsoleText<'a> {
+    /// Wrong codes of the second factor typed behind the admin's right password.
+    CodesGuessed { email: &'a str, count: i64, last: String },
+}
+
 /// Renders a message template; a failure is a bug in a template, reported as such.
 pub fn render(template: &impl Template) -> anyhow::Result<String> {
     Ok(template.render()?.trim().to_owned())

@@ -3,8 +3,11 @@
 //! side, where the rows are not the customer's own and are found by what they contain.
 //!
 //! A number is found however it was written (`+55 (11) 98765-4321`, `11987654321`,
-//! `98765-4321`, with or without the ninth digit): any run of digit groups whose digits are
-//! the last eight or more of either spelling. A name is found as whole words, ignoring case
+//! `98765-4321`, with or without the ninth digit), and only as that person's number: some
+//! consecutive digit groups of a run of digits and phone punctuation spell the local part with
+//! the person's own area code (or `55` and it) before it, or the local part alone at the run's
+//! start. `21 98765-4321` is someone else in Rio, not `+55 11 98765-4321`. A document (CPF,
+//! CNPJ) is found as its whole digits. A name is found as whole words, ignoring case
 //! (a profile name "Ana" is in "a Ana vem", not in "banana").
 //! What matches is replaced whole, never cut around: a string that quotes the person says
 //! nothing else worth keeping, and in JSON every free-text sibling of the match goes too (a
@@ -22,12 +25,22 @@ const MIN_NAME_CHARS: usize = 3;
 /// JSON fields that hold structure, not free text: kept even beside a match.
 const STRUCTURAL: &[&str] = &["type", "id", "tool_use_id", "role", "kind", "status", "name", "tool"];
 
+/// Digits that name the person, however they are punctuated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Digits {
+    digits: String,
+    /// Whether other digits may come before it in the same run: a local part alone must start
+    /// the run (`21 98765-4321` names another area's subscriber), a number with its area code
+    /// may follow anything (`R$ 50 (11) 98765-4321`).
+    after_anything: bool,
+}
+
 /// What identifies one person in free text.
 #[derive(Debug, Clone, Default)]
 pub struct Needles {
-    /// Digit strings found however they are punctuated: each spelling of the number (with
-    /// and without the ninth digit), a CPF or CNPJ.
-    spellings: Vec<String>,
+    /// Each spelling of the number (with and without the ninth digit; with the country and
+    /// area code, with the area code, or the local part alone), a CPF or CNPJ.
+    numbers: Vec<Digits>,
     /// Lowercased names (profile name, username), found as whole words.
     names: Vec<String>,
     /// Lowercased texts (a charge's description) found only as a whole message: the answer a
@@ -36,9 +49,17 @@ pub struct Needles {
 }
 
 impl Needles {
-    /// The number, with its other spelling when it is a Brazilian mobile.
+    /// The number, with its other spelling when it is a Brazilian mobile: whole, without the
+    /// country code, and its local part (found only at the start of a run).
     pub fn number(mut self, phone: &PhoneE164) -> Self {
-        self.spellings.extend(phone.spellings());
+        for spelling in phone.spellings() {
+            // `55`, a two-digit area code and a local part of eight or nine digits.
+            if spelling.starts_with("55") && (12..=13).contains(&spelling.len()) {
+                self.numbers.push(Digits { digits: spelling[2..].to_owned(), after_anything: true });
+                self.numbers.push(Digits { digits: spelling[4..].to_owned(), after_anything: false });
+            }
+            self.numbers.push(Digits { digits: spelling, after_anything: true });
+        }
         self
     }
 
@@ -46,7 +67,7 @@ impl Needles {
     pub fn digits(mut self, raw: &str) -> Self {
         let digits: String = raw.chars().filter(char::is_ascii_digit).collect();
         if digits.len() >= MIN_PHONE_DIGITS {
-            self.spellings.push(digits);
+            self.numbers.push(Digits { digits, after_anything: true });
         }
         self
     }
@@ -68,15 +89,15 @@ impl Needles {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.spellings.is_empty() && self.names.is_empty() && self.texts.is_empty()
+        self.numbers.is_empty() && self.names.is_empty() && self.texts.is_empty()
     }
 
     /// Lowercase `LIKE` patterns that every match satisfies (a prefilter; [`Self::matches`] decides).
     pub fn like_patterns(&self) -> Vec<String> {
         let mut patterns: Vec<String> = self
-            .spellings
+            .numbers
             .iter()
-            .map(|s| format!("%{}%", &s[s.len().saturating_sub(4)..]))
+            .map(|n| format!("%{}%", &n.digits[n.digits.len().saturating_sub(4)..]))
             .chain(self.names.iter().chain(&self.texts).map(|n| format!("%{}%", like_any(n))))
             .collect();
         patterns.sort();
@@ -93,7 +114,7 @@ impl Needles {
                 return true;
             }
         }
-        !self.spellings.is_empty() && digit_runs(text).iter().any(|run| self.number_in(run))
+        !self.numbers.is_empty() && digit_runs(text).iter().any(|run| self.number_in(run))
     }
 
     /// `Some(placeholder)` when `text` names the person.
@@ -136,13 +157,16 @@ impl Needles {
         }
     }
 
-    /// Whether some consecutive digit groups of `run` are the end (8+ digits) of a spelling.
+    /// Whether some consecutive digit groups of `run` spell one of the person's numbers, where
+    /// that spelling may stand.
     fn number_in(&self, groups: &[&str]) -> bool {
+        let longest = self.numbers.iter().map(|n| n.digits.len()).max().unwrap_or(0);
         (0..groups.len()).any(|start| {
             let mut digits = String::new();
             groups[start..].iter().any(|group| {
                 digits.push_str(group);
-                digits.len() >= MIN_PHONE_DIGITS && self.spellings.iter().any(|s| s.ends_with(digits.as_str()))
+                digits.len() <= longest
+                    && self.numbers.iter().any(|n| n.digits == digits && (start == 0 || n.after_anything))
             })
         })
     }
@@ -233,6 +257,30 @@ mod tests {
         assert!(!n.matches("Corte e barba"));
         let other = Needles::default().number(&PhoneE164::parse("551187654321").unwrap());
         assert!(other.matches("+55 11 98765-4321"));
+    }
+
+    #[test]
+    fn a_number_in_another_area_code_is_someone_else() {
+        let n = needles();
+        for text in [
+            "ligar 21 98765-4321",
+            "(21) 98765-4321",
+            "+55 21 98765-4321",
+            "5521987654321",
+            "21987654321",
+            "pedido 123 98765-4321",
+            "98765-43210",
+            "CPF 29.982.247-25",
+        ] {
+            assert!(!n.matches(text), "{text:?}");
+        }
+        for text in ["tel 0 11 98765-4321", "98765-4321 e 21 3333-4444", "9 8765 4321", "1187654321"] {
+            assert!(n.matches(text), "{text:?}");
+        }
+        // A number outside Brazil is found whole.
+        let abroad = Needles::default().number(&PhoneE164::parse("+351912345678").unwrap());
+        assert!(abroad.matches("+351 912 345 678"));
+        assert!(!abroad.matches("912 345 678 e 12345678"));
     }
 
     #[test]

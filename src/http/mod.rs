@@ -31,10 +31,19 @@ pub const WEBHOOK_BODY_LIMIT: usize = 3 * 1024 * 1024;
 /// Keeps shutdown bounded: no request outlives this.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The console's own database connections (`Store::edge`): a few admins at once. A flood of
+/// logins from strangers waits on these, never on the pool the bot runs on.
+pub const CONSOLE_CONNECTIONS: u32 = 4;
+
 /// Cheap clonable handles shared by every handler.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
+    /// The same database through the console's own connections ([`CONSOLE_CONNECTIONS`]): the
+    /// console's routes and its sessions run on it ([`router`] gives them this as `store`).
+    pub console_store: Store,
+    /// Console logins' password checks, a few at a time.
+    pub password_checks: crate::http::console::password::PasswordChecks,
     pub tenants: Arc<TenantDirectory>,
     pub metrics: Metrics,
     pub app_secret: Secret,
@@ -75,12 +84,10 @@ impl axum::extract::FromRef<AppState> for axum_csrf::CsrfConfig {
 }
 
 pub fn router(state: AppState) -> Router {
-    let sessions = crate::http::console::session_layer(state.store.clone(), state.secure_cookies);
+    let sessions = crate::http::console::session_layer(state.console_store.clone(), state.secure_cookies);
+    let console = AppState { store: state.console_store.clone(), ..state.clone() };
     Router::new()
-        .merge(
-            crate::http::console::router(state.clone())
-                .layer(axum::middleware::from_fn_with_state(state.clone(), one_unit)),
-        )
+        .merge(crate::http::console::router(console.clone()).with_state(console))
         .route("/", get(home))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -101,17 +108,6 @@ pub fn router(state: AppState) -> Router {
             tracing::debug_span!("request", method = %request.method(), path = %loggable_path(request.uri().path()))
         }))
         .with_state(state)
-}
-
-/// A console request is one unit of work: its statements share one database connection on
-/// PostgreSQL. Not the webhooks: a webhook waits for the intake's group commit, whose writer
-/// needs a connection of its own (a unit must never wait on a task that needs one).
-async fn one_unit(
-    axum::extract::State(state): axum::extract::State<AppState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    state.store.unit(next.run(request)).await
 }
 
 /// `/`: where a person starts. The simulator when it is open to anyone (local mode), else the

@@ -74,7 +74,7 @@ pub async fn ingest(
                     // belong to an erased contact whose person has written again since.
                     let late = message.sent_at.is_none_or(|sent| sent < Utc::now() - LATE);
                     if matches!(conversation, ConversationRef::Upsert(_)) || late {
-                        match gate(store, tenant.id, key, &message).await {
+                        match gate(store, tenant.id, &message).await {
                             Ok(Admit::Yes) => {}
                             Ok(Admit::Duplicate) => {
                                 metrics.inbound_duplicate.inc();
@@ -121,6 +121,10 @@ pub async fn ingest(
                 metrics.inbound_duplicate.inc();
                 report.duplicates += 1;
             }
+            Ok(Written::Message(Recorded::Erased)) => {
+                report.erased += 1;
+                tracing::info!(%tenant, wamid = %id, "dropped a message sent before its sender's erasure");
+            }
             Ok(Written::Status(applied)) => {
                 tracing::debug!(%tenant, wamid = %id, status = kind, applied, "status webhook");
                 if applied {
@@ -149,10 +153,8 @@ enum Admit {
 
 /// Whether a message that would write its contact may: not a duplicate, and not sent before
 /// an erasure of its sender (one without a send time is taken as sent before).
-async fn gate(store: &Store, tenant: TenantId, key: &PrivacyKey, message: &NewInbound) -> StoreResult<Admit> {
-    let c = &message.contact;
-    let identities = key.identities(c.wa_id.as_ref(), c.user_id.as_deref(), c.username.as_deref());
-    Ok(match store.intake_gate(tenant, &message.provider_message_id, &identities).await? {
+async fn gate(store: &Store, tenant: TenantId, message: &NewInbound) -> StoreResult<Admit> {
+    Ok(match store.intake_gate(tenant, &message.provider_message_id, &message.sender_hashes).await? {
         Gate::Open => Admit::Yes,
         Gate::Duplicate => Admit::Duplicate,
         Gate::Erased(at) if message.sent_at.is_none_or(|sent| sent <= at) => Admit::Erased,

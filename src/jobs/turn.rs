@@ -33,6 +33,9 @@ pub struct Turn {
     /// The job lease this attempt holds: the turn's end (replies, history, completion) is
     /// refused once it is lost, so a stale worker cannot add to a turn another attempt owns.
     pub lease: Lease,
+    /// This attempt is the job's last: a failure now is final (the job goes dead), so what can
+    /// only be retried (a voice note whose transcriber is down) is settled instead.
+    pub last_attempt: bool,
     /// The bot's replies in this turn are dropped if a person takes the conversation over
     /// before the turn ends (set by the handoff gate on customer turns; checked in the end's
     /// transaction, so a takeover during a model call silences its answer).

@@ -200,6 +200,7 @@ impl Worker {
             messages,
             trigger_message_id: job.trigger_message_id.clone(),
             lease: job.lease.clone(),
+            last_attempt: job.attempt >= job.max_attempts,
             yields_to_person: false,
             staged: Arc::new(Staged::new(job.tenant, job.conversation)),
         };

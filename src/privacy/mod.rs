@@ -18,7 +18,8 @@
 //! **Export** ([`crate::store::PrivacyStore::export_contact`]): the contact, its messages in and
 //! out, appointments, charges and pending actions, scoped by tenant.
 //!
-//! **Erasure** ([`erase`]), one transaction, idempotent (a second one changes nothing):
+//! **Erasure** ([`erase`]), one transaction, idempotent (a second one scrubs the customer's
+//! conversation again, tells no one and keeps the first one's tombstone):
 //! - erased on the customer's side: the contact's name, username, `wa_id`, user id and CPF/CNPJ
 //!   (its key becomes `erased:{id}`, unique and identifying no one; `erased_at` is set, and it
 //!   counts as opted out); inbound message bodies and raw payloads; outbound message contents
@@ -38,7 +39,9 @@
 //!   (`cancelled`: they would run on placeholders), whose deciders are told.
 //! - remembered: a tombstone, the keyed hashes of the contact's identities and the erasure's
 //!   time. A redelivery of a message sent before it is dropped at the intake; a message sent
-//!   after it starts a new, empty contact.
+//!   after it starts a new, empty contact. A message racing the erasure is admitted in its
+//!   write's transaction under a share lock on the contact's row (`store::tx::admit_in_tx`): it
+//!   lands before the erasure and is erased with it, or after it, dropped or a new contact's.
 //! - kept: appointments (service, professional, times, price, status) and charges (amount,
 //!   status, txid, dates): the business's books need them, and without the contact's data
 //!   they identify no one; payment events (provider ids and amounts only); refunds (an amount
@@ -89,8 +92,8 @@ pub fn privacy_text(text: PrivacyText<'_>) -> anyhow::Result<String> {
 }
 
 /// Anonymizes `contact` of `tenant` (see the module docs) and tells the staff of the actions
-/// it cancelled. `Ok(false)` when it was erased before; `StoreError::NotFound` when the tenant
-/// has no such contact.
+/// it cancelled. `Ok(false)` when it was erased before (its conversation is scrubbed again);
+/// `StoreError::NotFound` when the tenant has no such contact.
 pub async fn erase(
     store: &Store,
     replier: &Replier,
@@ -109,6 +112,40 @@ pub async fn erase(
         .await
         .context("failed to tell the staff of cancelled actions")?;
     Ok(true)
+}
+
+/// How long after an erasure its conversation is watched for writes that raced it.
+const RACE_WATCH: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
+/// Erases again every contact erased within [`RACE_WATCH`] whose conversation a write reached
+/// after the erasure's scrub (one that had read the contact before the erasure and committed
+/// after it: a sweep's notice, an effect's offer). The sender never sends such a row (its
+/// claim skips erased conversations), and this clears it; returns how many were scrubbed.
+pub async fn scrub_raced_writes(store: &Store, key: &PrivacyKey, now: DateTime<Utc>) -> anyhow::Result<usize> {
+    let raced = store.erased_with_late_rows(now - RACE_WATCH).await?;
+    if raced.is_empty() {
+        return Ok(0);
+    }
+    let text = privacy_text(PrivacyText::Erased)?;
+    let redactions = Redactions { message: OutboundMessage::text(text.clone())?, text };
+    for (tenant, contact) in &raced {
+        store.erase_contact(*tenant, *contact, &redactions, key, now).await?;
+        tracing::info!(%tenant, contact = contact.0, "scrubbed a write that raced an erasure");
+    }
+    Ok(raced.len())
+}
+
+/// [`scrub_raced_writes`] every `every` until `stop`.
+pub async fn run_scrub(
+    store: Store,
+    key: PrivacyKey,
+    every: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    crate::supervise::periodically("scrubbing writes that raced an erasure", every, stop, || {
+        scrub_raced_writes(&store, &key, store.db_time(Utc::now()))
+    })
+    .await;
 }
 
 /// Tells the staff member who confirmed each cancelled charge, and every staff member of a

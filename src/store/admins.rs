@@ -10,13 +10,15 @@ use super::{Dialect, Store, StoreResult, changed_one, reading, writing};
 use crate::domain::TenantId;
 
 /// An admin as stored (their tenants are read apart).
-#[derive(Clone)]
+#[derive(Clone, sqlx::FromRow)]
 pub struct AdminRecord {
     pub id: i64,
     pub email: String,
     pub password_hash: String,
     /// The TOTP secret (base32), when the admin turned the second factor on.
     pub totp_secret: Option<String>,
+    /// The staff number this admin is, if they gave one (`balcao admin add --phone`).
+    pub phone: Option<String>,
 }
 
 /// The password hash and the TOTP secret stay out of logs.
@@ -53,6 +55,8 @@ pub trait AdminStore {
     async fn admin_by_email(&self, email: &str) -> StoreResult<Option<AdminRecord>>;
     async fn admin_by_id(&self, id: i64) -> StoreResult<Option<AdminRecord>>;
     async fn admin_tenants(&self, admin: i64) -> StoreResult<Vec<TenantRef>>;
+    /// Sets or clears (`None`) the staff number the admin is; `false` when there is no such admin.
+    async fn set_admin_phone(&self, email: &str, phone: Option<&str>, now: DateTime<Utc>) -> StoreResult<bool>;
     /// Sets or clears (`None`) the admin's TOTP secret; `false` when there is no such admin.
     async fn set_totp_secret(&self, email: &str, secret: Option<&str>, now: DateTime<Utc>) -> StoreResult<bool>;
     /// Spends TOTP time step `step` for the admin: `false` when that step or a later one was
@@ -64,6 +68,13 @@ pub trait AdminStore {
     async fn session_delete(&self, id: &str) -> StoreResult<()>;
     /// Deletes expired sessions (returns how many) and day-old login attempts.
     async fn session_prune(&self, now: DateTime<Utc>) -> StoreResult<u64>;
+}
+
+/// The columns of an [`AdminRecord`].
+macro_rules! admin_columns {
+    () => {
+        "id, email, password_hash, totp_secret, phone"
+    };
 }
 
 impl AdminStore for Store {
@@ -86,6 +97,8 @@ impl AdminStore for Store {
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
+            // Codes guessed behind the old password say nothing about the new one.
+            sqlx::query("DELETE FROM totp_failures WHERE admin_id = $1").bind(id).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO admin_tenants (admin_id, tenant_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
                 .bind(id)
                 .bind(tenant.0)
@@ -97,23 +110,21 @@ impl AdminStore for Store {
     }
 
     async fn admin_by_email(&self, email: &str) -> StoreResult<Option<AdminRecord>> {
-        let row: Option<(i64, String, String, Option<String>)> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, email, password_hash, totp_secret FROM admins WHERE email = $1")
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", admin_columns!(), " FROM admins WHERE email = $1"))
                 .bind(email)
                 .fetch_optional(pool)
                 .await
-        })?;
-        Ok(row.map(|(id, email, password_hash, totp_secret)| AdminRecord { id, email, password_hash, totp_secret }))
+        })?)
     }
 
     async fn admin_by_id(&self, id: i64) -> StoreResult<Option<AdminRecord>> {
-        let row: Option<(i64, String, String, Option<String>)> = reading!(self, pool => {
-            sqlx::query_as("SELECT id, email, password_hash, totp_secret FROM admins WHERE id = $1")
+        Ok(reading!(self, pool => {
+            sqlx::query_as(concat!("SELECT ", admin_columns!(), " FROM admins WHERE id = $1"))
                 .bind(id)
                 .fetch_optional(pool)
                 .await
-        })?;
-        Ok(row.map(|(id, email, password_hash, totp_secret)| AdminRecord { id, email, password_hash, totp_secret }))
+        })?)
     }
 
     async fn admin_tenants(&self, admin: i64) -> StoreResult<Vec<TenantRef>> {
@@ -125,6 +136,18 @@ impl AdminStore for Store {
             .bind(admin)
             .fetch_all(pool)
             .await
+        })?)
+    }
+
+    async fn set_admin_phone(&self, email: &str, phone: Option<&str>, now: DateTime<Utc>) -> StoreResult<bool> {
+        Ok(writing!(self, pool => {
+            sqlx::query("UPDATE admins SET phone = $1, updated_at = $2 WHERE email = $3")
+                .bind(phone)
+                .bind(now)
+                .bind(email)
+                .execute(pool)
+                .await
+                .map(changed_one)
         })?)
     }
 
@@ -189,9 +212,14 @@ impl AdminStore for Store {
     async fn session_prune(&self, now: DateTime<Utc>) -> StoreResult<u64> {
         writing!(self, pool => {
             let done = sqlx::query("DELETE FROM console_sessions WHERE expiry_date <= $1").bind(now).execute(pool).await?;
-            // Login attempts older than any throttle window count for nothing.
+            // Login attempts older than any throttle window count for nothing; wrong codes are
+            // kept a while longer, for the owner's notice.
             sqlx::query("DELETE FROM login_failures WHERE failed_at < $1")
                 .bind(now - chrono::TimeDelta::days(1))
+                .execute(pool)
+                .await?;
+            sqlx::query("DELETE FROM totp_failures WHERE failed_at < $1")
+                .bind(now - chrono::TimeDelta::days(30))
                 .execute(pool)
                 .await?;
             Ok(done.rows_affected())

@@ -2,10 +2,10 @@
 
 use chrono::{DateTime, Utc};
 
-use super::tx::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
+use super::tx::conversation_in_tx;
 use super::{
-    ContactUpsert, ConversationContact, ConversationRef, Dialect, InboundMessage, JobKind, Pool, Store, StoreError,
-    StoreResult, TurnTiming, reading, writing,
+    ContactUpsert, ConversationContact, ConversationRef, Dialect, InboundMessage, IntakeStore, IntakeWrite, JobKind,
+    Store, StoreError, StoreResult, TurnTiming, Written, reading, writing,
 };
 use crate::domain::{ContactId, ConversationId, JobId, PayerDocument, PhoneE164, TenantId};
 use crate::whatsapp::{ContactIdentity, NewInbound};
@@ -13,8 +13,14 @@ use crate::whatsapp::{ContactIdentity, NewInbound};
 /// What storing an inbound message did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorded {
-    New { conversation: ConversationId, job: JobId },
+    New {
+        conversation: ConversationId,
+        job: JobId,
+    },
     Duplicate,
+    /// Sent before an erasure of its sender that committed meanwhile: dropped, as the
+    /// intake's gate drops a redelivery (see `admit_in_tx!`).
+    Erased,
 }
 
 #[derive(sqlx::FromRow)]
@@ -91,20 +97,11 @@ impl InboundStore for Store {
         timing: &TurnTiming,
         now: DateTime<Utc>,
     ) -> StoreResult<Recorded> {
-        if let ConversationRef::Known(known) = conversation {
-            return self.record_inbound_for(tenant, *known, message, kind, timing, now).await;
+        let write = IntakeWrite::Message { tenant, conversation: conversation.clone(), message: message.clone(), kind };
+        match self.write_intake(&write, timing, now).await? {
+            Written::Message(recorded) => Ok(recorded),
+            Written::Status(_) => Err(StoreError::Corrupt("a message was written as a status".into())),
         }
-        writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let conversation = conversation_in_tx!(tx, tenant, conversation, now)?;
-            let job = record_in_tx!(tx, tenant, conversation, message, kind, timing, now)?;
-            // A duplicate's contact update is kept too: it is what the message says.
-            tx.commit().await?;
-            Ok(match job {
-                Some(job) => Recorded::New { conversation, job },
-                None => Recorded::Duplicate,
-            })
-        })
     }
 
     async fn turn_messages(&self, tenant: TenantId, turn: JobId) -> StoreResult<Vec<InboundMessage>> {
@@ -204,80 +201,6 @@ impl KnownContact {
 }
 
 impl Store {
-    /// [`InboundStore::record_inbound`] for a stored conversation.
-    async fn record_inbound_for(
-        &self,
-        tenant: TenantId,
-        conversation: ConversationId,
-        message: &NewInbound,
-        kind: JobKind,
-        timing: &TurnTiming,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Recorded> {
-        if kind == JobKind::Click {
-            return self.record_click(tenant, conversation, message, timing, now).await;
-        }
-        let job: Option<i64> = match &self.pool {
-            Pool::Postgres(pool) => {
-                // One statement, atomic on its own: the job is upserted only when the message
-                // row was inserted, so a duplicate writes nothing.
-                let query = sqlx::query_scalar(concat!(
-                    "WITH inserted AS (",
-                    insert_inbound_sql!(),
-                    ") ",
-                    upsert_turn_sql!(
-                        "SELECT $1, $2, 'available', $14, $15, 0, $16, $9, $9 WHERE EXISTS (SELECT 1 FROM inserted)"
-                    ),
-                ));
-                bind_inbound!(query, tenant, conversation, message, now)
-                    .bind(now + timing.debounce)
-                    .bind(now + timing.debounce_max)
-                    .bind(i64::from(timing.max_attempts))
-                    .fetch_optional(pool)
-                    .await?
-            }
-            Pool::Sqlite { write: pool, .. } => {
-                // SQLite has no data-modifying CTEs: the same two statements in one transaction.
-                let mut tx = pool.begin_write().await?;
-                match record_in_tx!(tx, tenant, conversation, message, JobKind::Turn, timing, now)? {
-                    None => {
-                        tx.rollback().await?;
-                        None
-                    }
-                    Some(job) => {
-                        tx.commit().await?;
-                        Some(job.0)
-                    }
-                }
-            }
-        };
-        Ok(match job {
-            Some(job) => Recorded::New { conversation, job: JobId(job) },
-            None => Recorded::Duplicate,
-        })
-    }
-
-    /// Stores a click and its own job in one transaction; a duplicate changes nothing.
-    async fn record_click(
-        &self,
-        tenant: TenantId,
-        conversation: ConversationId,
-        message: &NewInbound,
-        timing: &TurnTiming,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Recorded> {
-        writing!(self, pool => {
-            let mut tx = pool.begin_write().await?;
-            let job = record_in_tx!(tx, tenant, conversation, message, JobKind::Click, timing, now)?;
-            let Some(job) = job else {
-                tx.rollback().await?;
-                return Ok(Recorded::Duplicate);
-            };
-            tx.commit().await?;
-            Ok(Recorded::New { conversation, job })
-        })
-    }
-
     /// The conversation with this contact as WhatsApp reports it, created on first contact:
     /// [`Self::resolve_conversation`] and, when that finds work to do, the upsert in a
     /// transaction of its own.
@@ -355,12 +278,9 @@ impl Store {
         // The contact found (by any identity) is upserted under its own key, so a new
         // identity (or the number WhatsApp now reports for it) is attached to it instead of
         // starting another contact.
-        Ok(ConversationRef::Upsert(Box::new(ContactUpsert {
-            key: known.map_or_else(|| contact.external_key().unwrap_or_default(), |k| k.external_key),
-            wa_id: contact.wa_id.as_ref().map(|w| w.digits().to_owned()),
-            user_id: contact.user_id.clone(),
-            username: contact.username.clone(),
-            profile_name: contact.profile_name.clone(),
+        Ok(ConversationRef::Upsert(Box::new(match known {
+            Some(known) => ContactUpsert::keyed(contact, known.external_key),
+            None => ContactUpsert::of(contact),
         })))
     }
 

@@ -8,15 +8,21 @@
 //! transaction. SQLite runs in-process, where a statement costs microseconds, so every write is
 //! the statement it is alone (`record_in_tx!`, `apply_status_on!`). A message from a first
 //! contact creates its contact and conversation in the same transaction
-//! (`conversation_in_tx!`): one commit for a new customer's first message, as for any.
+//! (`admit_in_tx!`): one commit for a new customer's first message, as for any.
+//!
+//! Every message is admitted in its write's transaction against erasures (`admit_in_tx!`):
+//! the batch first reads its known conversations' contacts under a share lock (one statement
+//! on PostgreSQL), so an erasure either committed before the batch read them, and its
+//! redeliveries are dropped, or waits for the batch to commit and then erases what it stored.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::tx::{apply_status_on, bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
+use super::tx::{admit_in_tx, apply_status_on, bind_inbound, insert_inbound_sql, record_in_tx, upsert_turn_sql};
 use super::{
-    Dialect, InboundStore, IntakeWrite, JobKind, OutboxStore, Pool, Recorded, Store, StoreResult, TurnTiming, Written,
+    ConversationRef, Dialect, IntakeWrite, JobKind, OutboxStore, Pool, Recorded, Store, StoreResult, TurnTiming,
+    Written,
 };
 use crate::domain::{ConversationId, JobId};
 
@@ -34,18 +40,36 @@ pub trait IntakeStore {
     ) -> StoreResult<Vec<Written>>;
 }
 
-/// Inside a write transaction: one write, as it runs alone.
+/// The erasure state of known conversations' contacts, by (tenant, conversation).
+type KnownOwners = HashMap<(i64, i64), Option<DateTime<Utc>>>;
+
+/// Every known conversation's contact in `$writes`, share-locked in one statement in
+/// (tenant, contact) order, and whether each is erased (see `admit_in_tx!`). PostgreSQL only:
+/// on SQLite the one writer orders erasures and batches already.
+const KNOWN_OWNERS: &str = "SELECT k.tenant_id, k.conversation_id, c.erased_at
+     FROM unnest($1::bigint[], $2::bigint[]) AS k(tenant_id, conversation_id)
+     JOIN conversations v ON v.tenant_id = k.tenant_id AND v.id = k.conversation_id
+     JOIN contacts c ON c.tenant_id = v.tenant_id AND c.id = v.contact_id
+     ORDER BY c.tenant_id, c.id
+     FOR SHARE OF c";
+
+/// Inside a write transaction on `$pool`: one write, as it runs alone (`$known`: the batch's
+/// known owners, if read).
 macro_rules! write_one {
-    ($tx:ident, $write:expr, $timing:expr, $now:expr) => {
+    ($tx:ident, $pool:ident, $write:expr, $timing:expr, $now:expr, $known:expr) => {
         async {
             Ok::<_, $crate::store::StoreError>(match $write {
                 IntakeWrite::Message { tenant, conversation, message, kind } => {
-                    let conversation = conversation_in_tx!($tx, tenant, conversation, $now)?;
-                    let job = record_in_tx!($tx, tenant, conversation, message, *kind, $timing, $now)?;
-                    Written::Message(match job {
-                        Some(job) => Recorded::New { conversation, job },
-                        None => Recorded::Duplicate,
-                    })
+                    match admit_in_tx!($tx, $pool, tenant, conversation, message, $known, $now)? {
+                        None => Written::Message(Recorded::Erased),
+                        Some(conversation) => {
+                            let job = record_in_tx!($tx, tenant, conversation, message, *kind, $timing, $now)?;
+                            Written::Message(match job {
+                                Some(job) => Recorded::New { conversation, job },
+                                None => Recorded::Duplicate,
+                            })
+                        }
+                    }
                 }
                 IntakeWrite::Status { tenant, update } => {
                     Written::Status(apply_status_on!(&mut *$tx, tenant, update, $now).await? > 0)
@@ -107,12 +131,12 @@ struct Columns {
 
 impl IntakeStore for Store {
     async fn write_intake(&self, write: &IntakeWrite, timing: &TurnTiming, now: DateTime<Utc>) -> StoreResult<Written> {
-        Ok(match write {
-            IntakeWrite::Message { tenant, conversation, message, kind } => {
-                Written::Message(self.record_inbound_in(*tenant, conversation, message, *kind, timing, now).await?)
-            }
-            IntakeWrite::Status { tenant, update } => Written::Status(self.apply_status(*tenant, update, now).await?),
-        })
+        if let IntakeWrite::Status { tenant, update } = write {
+            return Ok(Written::Status(self.apply_status(*tenant, update, now).await?));
+        }
+        // A message is admitted in its own transaction, as in a batch (see `admit_in_tx!`).
+        let mut written = self.write_intake_batch(&[write], timing, now).await?;
+        written.pop().ok_or_else(|| super::StoreError::Corrupt("a batch of one wrote nothing".into()))
     }
 
     async fn write_intake_batch(
@@ -126,7 +150,7 @@ impl IntakeStore for Store {
                 let mut tx = pool.begin_write().await?;
                 let mut written = Vec::with_capacity(writes.len());
                 for write in writes {
-                    written.push(write_one!(tx, *write, timing, now)?);
+                    written.push(write_one!(tx, pool, *write, timing, now, None)?);
                 }
                 tx.commit().await?;
                 Ok(written)
@@ -134,12 +158,34 @@ impl IntakeStore for Store {
             Pool::Postgres(pool) => {
                 let is_turn = |w: &IntakeWrite| matches!(w, IntakeWrite::Message { kind: JobKind::Turn, .. });
                 let mut tx = pool.begin_write().await?;
+                let (tenants, conversations): (Vec<i64>, Vec<i64>) = writes
+                    .iter()
+                    .filter_map(|w| match w {
+                        IntakeWrite::Message { tenant, conversation: ConversationRef::Known(id), .. } => {
+                            Some((tenant.0, id.0))
+                        }
+                        _ => None,
+                    })
+                    .unzip();
+                let mut known = KnownOwners::new();
+                if !conversations.is_empty() {
+                    let rows: Vec<(i64, i64, Option<DateTime<Utc>>)> =
+                        sqlx::query_as(KNOWN_OWNERS).bind(tenants).bind(conversations).fetch_all(&mut *tx).await?;
+                    known = rows.into_iter().map(|(t, v, erased)| ((t, v), erased)).collect();
+                }
                 let mut columns = Columns::default();
+                // Turn messages an erasure dropped, by (tenant, provider id).
+                let mut dropped: Vec<(i64, &str)> = Vec::new();
                 for write in writes {
                     if let IntakeWrite::Message { tenant, conversation, message, kind: JobKind::Turn } = write {
                         // First contacts (rare once a business runs) are upserted one by one,
                         // in the batch's transaction and its lock order.
-                        let conversation = conversation_in_tx!(tx, tenant, conversation, now)?;
+                        let Some(conversation) =
+                            admit_in_tx!(tx, pool, tenant, conversation, message, Some(&known), now)?
+                        else {
+                            dropped.push((tenant.0, &message.provider_message_id));
+                            continue;
+                        };
                         columns.tenants.push(tenant.0);
                         columns.conversations.push(conversation.0);
                         columns.ids.push(message.provider_message_id.clone());
@@ -188,10 +234,13 @@ impl IntakeStore for Store {
                                     conversation: ConversationId(conversation),
                                     job: JobId(job),
                                 }),
+                                None if dropped.contains(&(tenant.0, message.provider_message_id.as_str())) => {
+                                    Written::Message(Recorded::Erased)
+                                }
                                 None => Written::Message(Recorded::Duplicate),
                             }
                         }
-                        _ => write_one!(tx, *write, timing, now)?,
+                        _ => write_one!(tx, pool, *write, timing, now, Some(&known))?,
                     });
                 }
                 tx.commit().await?;

@@ -408,6 +408,39 @@ impl Store {
         matches!(self.pool, Pool::Sqlite { .. }).then(|| self.sqlite_commits.load(Ordering::Relaxed))
     }
 
+    /// The same database through connections of its own, at most `max` (opened as needed):
+    /// for the edge strangers reach (the console), so no request there can take a connection
+    /// the workers, the intake's writers, the senders or the sweeps need. On SQLite the reads
+    /// get a pool of their own; writes still queue on the one writer, a statement each.
+    pub fn edge(&self, max: u32) -> Self {
+        let pool = match &self.pool {
+            Pool::Postgres(pg) => Pool::Postgres(PgHandle::new(
+                PgPoolOptions::new()
+                    .max_connections(max)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .test_before_acquire(TEST_BEFORE_ACQUIRE)
+                    .connect_lazy_with(pg.pool().connect_options().as_ref().clone()),
+            )),
+            Pool::Sqlite { read, write } => Pool::Sqlite {
+                read: SqlitePoolOptions::new()
+                    .max_connections(max)
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
+                    .test_before_acquire(TEST_BEFORE_ACQUIRE)
+                    .connect_lazy_with(read.connect_options().as_ref().clone()),
+                write: write.clone(),
+            },
+        };
+        Self { pool, ..self.clone() }
+    }
+
+    /// Closes this store's own connections without writing anything (an [`Self::edge`]'s).
+    pub async fn close_edge(&self) {
+        match &self.pool {
+            Pool::Sqlite { read, .. } => read.close().await,
+            Pool::Postgres(pg) => pg.pool().close().await,
+        }
+    }
+
     /// Runs `work` as one unit of work: on PostgreSQL its statements share one connection,
     /// taken at the first and given back at the end (see [`unit`]). Jobs, outbox rounds and
     /// console requests each run in one.

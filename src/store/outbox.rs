@@ -71,6 +71,9 @@ macro_rules! claim_outbound_sql {
                  SELECT o.id FROM outbound_messages o
                  WHERE o.status IN ('pending', 'sending', 'unknown') AND o.next_attempt_at <= $2
                    AND NOT EXISTS (
+                       SELECT 1 FROM conversations v JOIN contacts c ON c.tenant_id = v.tenant_id AND c.id = v.contact_id
+                       WHERE v.tenant_id = o.tenant_id AND v.id = o.conversation_id AND c.erased_at IS NOT NULL)
+                   AND NOT EXISTS (
                        SELECT 1 FROM outbound_messages p
                        WHERE p.conversation_id = o.conversation_id AND p.id < o.id
                          AND p.status IN ('pending', 'sending', 'unknown'))

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 
 use super::{JobKind, Recorded};
 use crate::domain::{ConversationId, PhoneE164, TenantId};
-use crate::whatsapp::NewInbound;
 use crate::whatsapp::webhook::StatusUpdate;
+use crate::whatsapp::{ContactIdentity, NewInbound};
 
 /// A stored inbound message, as a turn sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -70,6 +70,24 @@ pub struct ContactUpsert {
     pub user_id: Option<String>,
     pub username: Option<String>,
     pub profile_name: Option<String>,
+}
+
+impl ContactUpsert {
+    /// The contact a message's sender is, stored under `key`.
+    pub fn keyed(contact: &ContactIdentity, key: String) -> Self {
+        Self {
+            key,
+            wa_id: contact.wa_id.as_ref().map(|w| w.digits().to_owned()),
+            user_id: contact.user_id.clone(),
+            username: contact.username.clone(),
+            profile_name: contact.profile_name.clone(),
+        }
+    }
+
+    /// The sender as a contact of their own, under their own key.
+    pub fn of(contact: &ContactIdentity) -> Self {
+        Self::keyed(contact, contact.external_key().unwrap_or_default())
+    }
 }
 
 /// One write the intake makes for a verified webhook element.

@@ -11,10 +11,14 @@
 //!   so within one process every repeat is visible at once; another process sees them within
 //!   [`FLUSH_EVERY`]. Such a read and a flush exclude each other (a gate), so a read never sees
 //!   counts that have left the tally and not yet reached the row;
-//! - a flush holds the gate only while its statement runs (the connection is taken before),
-//!   and on PostgreSQL that statement waits on no row lock: rows a transaction holds keep
-//!   their counts for the next flush, so the flush can neither stall a turn nor close a
-//!   deadlock cycle with a handler's transaction;
+//! - a flush takes the gate, then its connection, never a connection and then the gate: a
+//!   reader waits for the gate holding no connection of the flush's making, while a flush that
+//!   held a connection and waited for the gate could wait on a reader that waits for a
+//!   connection (once the pool is full, until its acquire timeout). Holding the gate, it waits
+//!   at most [`FLUSH_ACQUIRE`] for a connection, then leaves its counts for the next flush, so
+//!   readers are held up for that long at worst. On PostgreSQL its statement waits on no row
+//!   lock: rows a transaction holds keep their counts for the next flush, so the flush can
+//!   neither stall a turn nor close a deadlock cycle with a handler's transaction;
 //! - a flush that fails puts its counts back, to go with the next one (one whose commit
 //!   succeeded but whose answer was lost counts twice); a crash loses at most the last
 //!   interval's counts, never an outcome, a reservation or a lease;
@@ -32,6 +36,9 @@ use crate::domain::TenantId;
 
 /// How often a running server writes pending counts.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How long a flush holding the gate waits for a connection before it leaves its counts for
+/// the next one: readers wait on the gate meanwhile.
+const FLUSH_ACQUIRE: Duration = Duration::from_millis(250);
 
 /// Repeats per ledger row (tenant, row id) not yet written.
 #[derive(Debug, Default)]
@@ -76,16 +83,20 @@ impl ReplayTally {
 
 impl Store {
     /// Writes this process's pending replay counts in one statement; returns the rows counted.
-    /// Nothing is sent when none are pending. The gate is held only while the statement runs:
-    /// the connection is taken first, and the statement waits on no row lock.
+    /// Nothing is sent when none are pending, nor when no connection comes within
+    /// [`FLUSH_ACQUIRE`] (the counts wait for the next flush). The gate is taken before the
+    /// connection, and the statement waits on no row lock.
     pub async fn flush_replay_counts(&self) -> StoreResult<usize> {
         if self.replays.lock().is_empty() {
             return Ok(0);
         }
+        let _gate = self.replays.gate.write().await;
         match &self.pool {
             Pool::Postgres(pg) => {
-                let mut conn = pg.pool().acquire().await?;
-                let _gate = self.replays.gate.write().await;
+                let Ok(conn) = tokio::time::timeout(FLUSH_ACQUIRE, pg.pool().acquire()).await else {
+                    return Ok(0);
+                };
+                let mut conn = conn?;
                 let taken = std::mem::take(&mut *self.replays.lock());
                 let columns = |i: usize| taken.iter().map(|(&(t, id), &n)| [t, id, n][i]).collect::<Vec<_>>();
                 // Rows a transaction holds (a takeover, a settle) are skipped and keep their
@@ -118,8 +129,10 @@ impl Store {
             }
             // One writer and no row locks: the statement waits for nothing once it holds it.
             Pool::Sqlite { write, .. } => {
-                let mut conn = write.acquire().await?;
-                let _gate = self.replays.gate.write().await;
+                let Ok(conn) = tokio::time::timeout(FLUSH_ACQUIRE, write.acquire()).await else {
+                    return Ok(0);
+                };
+                let mut conn = conn?;
                 let taken = std::mem::take(&mut *self.replays.lock());
                 let rows: Vec<[i64; 3]> = taken.iter().map(|(&(tenant, id), &n)| [tenant, id, n]).collect();
                 let written = sqlx::query(

@@ -28,7 +28,13 @@
 //! - A transaction on the unit's connection that is dropped without commit or rollback (an
 //!   error's early return, a cancelled future) is rolled back before the connection serves
 //!   anything else: a task takes the connection, rolls back and gives it back, and the unit's
-//!   statements use the pool meanwhile.
+//!   statements use the pool meanwhile. A `COMMIT` cancelled while it is awaited has usually
+//!   been sent already and may well have committed (the `ROLLBACK` after it then finds nothing
+//!   open): a cancelled commit's outcome is unknown, as a commit whose answer was lost, and
+//!   every caller treats it so (the ledger looks the effect up, a job's end is fenced).
+//! - A `BEGIN` that finds the unit's connection broken (ended while idle across an outside
+//!   call) is sent once more on a fresh one ([`PgHandle::begin`]); any other statement's failure
+//!   is its caller's, since it may have run.
 //! - Tasks spawned inside a unit do not inherit it (task-locals are per task): they use the pool.
 //! - A unit never waits on another task that needs a connection (the webhook's wait on the
 //!   intake's group commit, say): a burst of such units could hold every connection of the
@@ -99,6 +105,11 @@ impl PgHandle {
     }
 
     /// Starts a write transaction: on the unit's connection when it is free.
+    ///
+    /// A unit holds its connection idle across outside calls (a slow model), where a server's
+    /// `idle_session_timeout`, a proxy or a failover may end it: a `BEGIN` that finds it broken
+    /// is sent once more, on a fresh connection. That is safe because `BEGIN` is the
+    /// transaction's first statement: nothing of it reached the database.
     pub(crate) async fn begin(&self) -> sqlx::Result<PgTx> {
         let Some(mut guard) = self.held() else {
             return Ok(PgTx::Pooled(self.pool.begin().await?));
@@ -107,8 +118,14 @@ impl PgHandle {
         // The transaction exists before `BEGIN` is awaited: cancelled in between, it is rolled
         // back all the same (a `ROLLBACK` with nothing open only warns).
         let mut held = HeldTx { guard: Some(guard) };
-        let begun = sqlx::raw_sql("BEGIN").execute(held.conn_mut()).await;
-        discard_if_broken(held.guard.as_deref_mut(), &begun);
+        let mut begun = sqlx::raw_sql("BEGIN").execute(held.conn_mut()).await;
+        if discard_if_broken(held.guard.as_deref_mut(), &begun)
+            && let Some(slot) = held.guard.as_deref_mut()
+        {
+            connect(slot, &self.pool).await?;
+            begun = sqlx::raw_sql("BEGIN").execute(held.conn_mut()).await;
+            discard_if_broken(held.guard.as_deref_mut(), &begun);
+        }
         begun.map(|_| PgTx::Held(held))
     }
 }
@@ -138,7 +155,8 @@ async fn on_held<T>(
 /// database, or a connection exception (SQLSTATE class 08) or an operator's intervention (57P,
 /// a terminated backend or a shutdown). A database's refusal (a constraint, a lock timeout)
 /// leaves it usable.
-fn discard_if_broken<T>(slot: Option<&mut Slot>, result: &sqlx::Result<T>) {
+/// Whether it did.
+fn discard_if_broken<T>(slot: Option<&mut Slot>, result: &sqlx::Result<T>) -> bool {
     let broken = match result {
         Err(sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed) => true,
         Err(sqlx::Error::Database(e)) => e.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
@@ -147,6 +165,7 @@ fn discard_if_broken<T>(slot: Option<&mut Slot>, result: &sqlx::Result<T>) {
     if broken && let Some(mut conn) = slot.and_then(Option::take) {
         conn.close_on_drop();
     }
+    broken
 }
 
 impl<'c> Executor<'c> for &'c PgHandle {
@@ -241,7 +260,8 @@ impl HeldTx {
     }
 
     /// Ends the transaction with `statement`. The guard stays in `self` until the statement
-    /// is answered: cancelled before, the transaction is rolled back on drop.
+    /// is answered: cancelled before, a `ROLLBACK` follows on drop (after a `COMMIT` that was
+    /// sent, it finds nothing to roll back: the commit's outcome is then unknown).
     async fn end(mut self, statement: &'static str) -> sqlx::Result<()> {
         let ended = sqlx::raw_sql(statement).execute(self.conn_mut()).await;
         let mut guard = self.guard.take();

@@ -3,10 +3,18 @@
 //! why there is none) kept on the message ([`MessageEffectStore::keep_transcript`]).
 //!
 //! Invariants:
-//! - a message is downloaded and transcribed at most once however often its turn runs: a kept
-//!   transcript or failure is read back, never redone (two attempts racing after a lost lease
-//!   keep the first one's result), and it is kept only under the turn's lease, so a turn an
+//! - what is kept is final: a kept transcript or a kept failure is read back by every later
+//!   run of the turn, never redone (two attempts racing after a lost lease keep the first
+//!   one's), and it is kept only under the turn's lease, before anything uses it, so a turn an
 //!   erasure stopped cannot write a transcript back;
+//! - an outage is not a failure: a download or transcription still unavailable after the
+//!   client's own quick retries (timeouts, 429, 5xx) fails the turn, which the queue retries
+//!   with its backoff (capped by its attempts); only on the turn's last attempt is it kept as
+//!   a failure, so the customer is then asked to write rather than left unanswered. A refusal
+//!   (4xx, a wrong type, too large, an empty transcript) is final at once;
+//! - "once" means once per kept result: the endpoint is called again only while nothing is kept.
+//!   A crash between the endpoint's answer and the keeping (one `UPDATE`) transcribes, and pays
+//!   for, that note again on the retry; nothing else does;
 //! - the transcript is personal data kept with the message: exported and erased with it;
 //! - a simulated voice note (marked `simulated_by`, which never comes from the wire) is read
 //!   from the clip the simulator ships, never downloaded: its media id names nothing at Meta.
@@ -15,9 +23,9 @@ use crate::domain::Secret;
 use crate::jobs::Turn;
 use crate::simulator::payload::{VOICE_NOTE, VOICE_NOTE_MEDIA_ID, VOICE_NOTE_MIME};
 use crate::store::{InboundMessage, MessageEffectStore, Store};
-use crate::transcription::Transcriber;
+use crate::transcription::{Transcriber, TranscriptionError};
 use crate::whatsapp::GraphClient;
-use crate::whatsapp::media::{AUDIO_MAX_BYTES, AUDIO_TYPES, Media};
+use crate::whatsapp::media::{AUDIO_MAX_BYTES, AUDIO_TYPES, Media, MediaError};
 
 /// Downloads and transcribes voice notes.
 pub struct Voice {
@@ -39,6 +47,14 @@ pub enum Heard {
     NoEndpoint,
 }
 
+/// Why a voice note could not be heard on this attempt.
+enum Unheard {
+    /// The media or the transcriber is unavailable for now: worth another turn attempt.
+    Again(String),
+    /// Trying again would get the same answer.
+    Final(String),
+}
+
 impl Voice {
     /// The words of audio message `message` of `turn`.
     pub async fn hear(&self, turn: &Turn, message: &InboundMessage) -> anyhow::Result<Heard> {
@@ -49,10 +65,17 @@ impl Voice {
             return Ok(Heard::Failed(reason.clone()));
         }
         let Some(transcriber) = &self.transcriber else { return Ok(Heard::NoEndpoint) };
-        let result = self.transcribe(turn, message, transcriber).await;
-        if let Err(reason) = &result {
-            tracing::warn!(tenant = %turn.tenant.id, message = message.id, %reason, "a voice note could not be heard");
-        }
+        let result = match self.transcribe(turn, message, transcriber).await {
+            Ok(text) => Ok(text),
+            Err(Unheard::Again(reason)) if !turn.last_attempt => {
+                tracing::warn!(tenant = %turn.tenant.id, message = message.id, %reason, "a voice note could not be heard yet");
+                anyhow::bail!("a voice note could not be heard yet ({reason}); the turn is tried again");
+            }
+            Err(Unheard::Again(reason) | Unheard::Final(reason)) => {
+                tracing::warn!(tenant = %turn.tenant.id, message = message.id, %reason, "a voice note could not be heard");
+                Err(reason)
+            }
+        };
         let result = result.as_deref().map_err(String::as_str);
         let kept = self.store.keep_transcript(turn.tenant.id, message.id, &turn.lease, result).await?;
         Ok(match kept {
@@ -69,20 +92,32 @@ impl Voice {
         turn: &Turn,
         message: &InboundMessage,
         transcriber: &Transcriber,
-    ) -> Result<String, String> {
-        let media_id = message.media_id.as_deref().ok_or("no media id")?;
+    ) -> Result<String, Unheard> {
+        let final_ = |reason: &str| Unheard::Final(reason.to_owned());
+        let media_id = message.media_id.as_deref().ok_or_else(|| final_("no media id"))?;
         let media = if message.simulated_by.is_some() {
             if media_id != VOICE_NOTE_MEDIA_ID {
-                return Err(format!("unknown simulator media {media_id:?}"));
+                return Err(final_(&format!("unknown simulator media {media_id:?}")));
             }
             Media { bytes: VOICE_NOTE.to_vec(), mime_type: VOICE_NOTE_MIME.to_owned() }
         } else {
-            let token = turn.tenant.access_token.as_ref().or(self.default_token.as_ref()).ok_or("no access token")?;
-            self.graph
-                .download_media(token, media_id, AUDIO_TYPES, AUDIO_MAX_BYTES)
-                .await
-                .map_err(|e| format!("{}: {e}", e.code()))?
+            let token = turn
+                .tenant
+                .access_token
+                .as_ref()
+                .or(self.default_token.as_ref())
+                .ok_or_else(|| final_("no access token"))?;
+            self.graph.download_media(token, media_id, AUDIO_TYPES, AUDIO_MAX_BYTES).await.map_err(|e| {
+                let reason = format!("{}: {e}", e.code());
+                match e {
+                    MediaError::Unavailable(_) => Unheard::Again(reason),
+                    _ => Unheard::Final(reason),
+                }
+            })?
         };
-        transcriber.transcribe(&media.bytes, &media.mime_type).await.map_err(|e| e.to_string())
+        transcriber.transcribe(&media.bytes, &media.mime_type).await.map_err(|e| match e {
+            TranscriptionError::Unavailable(_) => Unheard::Again(e.to_string()),
+            _ => Unheard::Final(e.to_string()),
+        })
     }
 }

@@ -224,4 +224,8 @@ pub struct NewInbound {
     /// Who typed it in the simulator (an admin's e-mail, or how the simulator was opened);
     /// `None` for every message from WhatsApp. Never read from the wire.
     pub simulated_by: Option<String>,
+    /// The sender's identities as erasure tombstones keep them (keyed hashes,
+    /// [`crate::domain::PrivacyKey::identities`]): what the intake checks a message against an
+    /// erasure by, before and inside the transaction that stores it.
+    pub sender_hashes: Vec<String>,
 }

@@ -260,3 +260,86 @@ contract!(every_console_form_without_its_csrf_token_is_forbidden, |db| async mov
         assert_eq!(page.status, StatusCode::FORBIDDEN, "POST {path}: {}", page.body);
     }
 });
+
+contract!(wrong_codes_from_many_sources_are_throttled_per_admin_and_the_owner_told, |db| async move {
+    use crate::support::clicks::inbox;
+    let s = ConsoleApp::spawn(db).await;
+    balcao::http::console::auth::add_admin(&db.store, "dono@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let secret = balcao::http::console::auth::set_totp(&db.store, "dono@b.com", true).await.unwrap().expect("on");
+    balcao::http::console::auth::set_admin_phone(&db.store, "dono@b.com", "+5511988887777", &s.tenant.slug)
+        .await
+        .unwrap();
+    let right = || secret.code_at(chrono::Utc::now().timestamp().div_euclid(30));
+    // A leaked password, and codes guessed from twenty IPv6 /64s, three each (under every
+    // per-source limit): five wrong codes are free, then every code waits, whatever its source.
+    let mut statuses = Vec::new();
+    for block in 0..20 {
+        let guesser = Console::from_source(&s.app.url, &format!("2001:db8:{block:x}::1"));
+        for guess in 0..3 {
+            let code = format!("{:06}", (block * 3 + guess) * 7919 % 1_000_000);
+            let code = if code == right() { "000001".to_owned() } else { code };
+            statuses.push(guesser.login_with_code("dono@b.com", PASSWORD, &code).await.status);
+        }
+    }
+    let wrong = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
+    let throttled = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    assert_eq!((wrong, throttled), (5, 55), "{statuses:?}");
+    // The right code waits too, for now: only someone with the password is held back.
+    let owner = Console::from_source(&s.app.url, "198.51.100.40");
+    let page = owner.login_with_code("dono@b.com", PASSWORD, &right()).await;
+    assert_eq!(page.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(page.body.contains("Muitos códigos errados do app autenticador. Espere"), "{}", page.body);
+    // A stranger without the password still gets the ordinary answer, and is not counted here.
+    let stranger = Console::from_source(&s.app.url, "198.51.100.41");
+    assert_eq!(
+        stranger.login_with_code("dono@b.com", "palpite-errado", &right()).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    // The owner was told once, on WhatsApp, at their staff number.
+    let told: Vec<String> = inbox(db, s.tenant.id, "5511988887777").await.iter().map(|m| m.body().to_owned()).collect();
+    assert_eq!(told.iter().filter(|t| t.contains("5 códigos errados do app autenticador")).count(), 1, "{told:?}");
+    assert!(told[0].contains("dono@b.com"), "{told:?}");
+});
+
+contract!(after_wrong_codes_the_owner_is_warned_at_the_next_login, |db| async move {
+    let s = ConsoleApp::spawn(db).await;
+    balcao::http::console::auth::add_admin(&db.store, "dono@b.com", PASSWORD, &s.tenant.slug).await.unwrap();
+    let secret = balcao::http::console::auth::set_totp(&db.store, "dono@b.com", true).await.unwrap().expect("on");
+    let right = || secret.code_at(chrono::Utc::now().timestamp().div_euclid(30));
+    let guesser = Console::from_source(&s.app.url, "203.0.113.77");
+    for code in ["000000", "999999"] {
+        let code = if code == right() { "123123" } else { code };
+        assert_eq!(guesser.login_with_code("dono@b.com", PASSWORD, code).await.status, StatusCode::UNAUTHORIZED);
+    }
+    let owner = Console::from_source(&s.app.url, "198.51.100.42");
+    let page = owner.login_with_code("dono@b.com", PASSWORD, &right()).await;
+    assert_eq!(page.location.as_deref(), Some("/admin/aviso"), "{}", page.body);
+    let notice = owner.get("/admin/aviso").await;
+    assert!(
+        notice.body.contains("2 códigos errados do app autenticador foram digitados com a sua senha"),
+        "{}",
+        notice.body
+    );
+    // Shown once; the next login has nothing to tell.
+    assert_eq!(owner.get("/admin/aviso").await.location.as_deref(), Some("/admin"));
+    owner.post("/admin/logout", &[]).await;
+    let later = Console::from_source(&s.app.url, "198.51.100.43");
+    let step = chrono::Utc::now().timestamp().div_euclid(30) + 1;
+    let page = later.login_with_code("dono@b.com", PASSWORD, &secret.code_at(step)).await;
+    assert_eq!(page.location.as_deref(), Some("/admin"), "{}", page.body);
+});
+
+contract!(behind_a_proxy_on_a_dual_stack_bind_each_client_is_its_own_source, |db| async move {
+    let tenant = db.tenant().await;
+    let proxied = [("BALCAO_TRUSTED_PROXY_HEADER", "X-Forwarded-For"), ("BALCAO_ADDR", "[::]:0")];
+    let app = TestApp::spawn(db, test_config("http://127.0.0.1:9", &proxied)).await;
+    balcao::http::console::auth::add_admin(&db.store, "a@b.com", PASSWORD, &tenant.slug).await.unwrap();
+    // The proxy reaches the server over IPv4 on a socket bound to `[::]`: its address arrives
+    // as `::ffff:127.0.0.1`, a loopback peer all the same.
+    for n in 0..10 {
+        let someone = Console::from_source(&app.url, &format!("203.0.113.{}", 100 + n));
+        assert_eq!(someone.login("a@b.com", "errada-errada").await.status, StatusCode::UNAUTHORIZED);
+    }
+    let owner = Console::from_source(&app.url, "198.51.100.50");
+    assert_eq!(owner.login("a@b.com", PASSWORD).await.status, StatusCode::SEE_OTHER);
+});

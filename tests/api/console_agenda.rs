@@ -48,6 +48,7 @@ async fn customer_at(db: &TestDb, s: &Scenario, phone: &str, name: &str, at: chr
         sent_at: None,
         raw: json!({}),
         simulated_by: None,
+        sender_hashes: Vec::new(),
     };
     let recorded = db.store.record_inbound(s.tenant.id, &message, JobKind::Turn, &timing(0, 0, 5), at).await.unwrap();
     let Recorded::New { conversation, .. } = recorded else { panic!("duplicate") };

@@ -307,3 +307,129 @@ contract!(a_booking_action_retried_after_its_booking_was_cancelled_books_nothing
     assert_eq!(ended.status, ActionStatus::Failed);
     assert!(ended.error.as_deref().is_some_and(|e| e.contains("undone")), "{:?}", ended.error);
 });
+
+/// The customer's message `body`, sent `ago` seconds before now, as the intake parses it.
+fn parsed(app: &TestApp, wamid: &str, body: &str, ago: i64) -> balcao::whatsapp::NewInbound {
+    let value: Value = serde_json::from_slice(&said(wamid, body, ago)).unwrap();
+    let mut batch = balcao::whatsapp::webhook::parse_batch(&value, &app.privacy_key);
+    batch.changes.remove(0).messages.remove(0)
+}
+
+/// Inbound rows of the tenant whose body is `body`, and how many of them sit in `conversation`.
+async fn stored_bodies(db: &TestDb, tenant: TenantId, body: &str, conversation: i64) -> (i64, i64) {
+    crate::raw_pool!(db, pool => {
+        let all: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM inbound_messages WHERE tenant_id = $1 AND body = $2")
+            .bind(tenant.0).bind(body).fetch_one(&pool).await.unwrap();
+        let there: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM inbound_messages WHERE tenant_id = $1 AND conversation_id = $2 AND body IS NOT NULL")
+            .bind(tenant.0).bind(conversation).fetch_one(&pool).await.unwrap();
+        (all, there)
+    })
+}
+
+contract!(a_message_read_before_an_erasure_and_written_after_it_is_dropped_or_starts_a_new_contact, |db| async move {
+    use balcao::store::{ConversationRef, IntakeStore, IntakeWrite, JobKind, Recorded, TurnTiming, Written};
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &[])).await;
+    assert_eq!(app.post_webhook(&said(&wamid(0), SAID, 5)).await.status(), 200);
+    app.drain_turns().await;
+    let contact = contact_of(db, s.tenant.id, CUSTOMER).await.unwrap();
+    let late = parsed(&app, &wamid(1), "mensagem que cruzou o apagamento", 5);
+    // The intake's read finds the conversation; the erasure commits; then the intake writes.
+    let known = db.store.resolve_conversation(s.tenant.id, &late.contact).await.unwrap();
+    let ConversationRef::Known(erased_conversation) = known.clone() else { panic!("a known contact: {known:?}") };
+    erase(db, &app, &s, contact).await;
+    let timing = TurnTiming { debounce: TimeDelta::zero(), debounce_max: TimeDelta::zero(), max_attempts: 5 };
+    let write =
+        IntakeWrite::Message { tenant: s.tenant.id, conversation: known.clone(), message: late, kind: JobKind::Turn };
+    let written = db.store.write_intake(&write, &timing, Utc::now()).await.unwrap();
+    assert_eq!(written, Written::Message(Recorded::Erased), "sent before the erasure: dropped");
+    assert_eq!(stored_bodies(db, s.tenant.id, "mensagem que cruzou o apagamento", erased_conversation.0).await, (0, 0));
+    assert!(app.drain_turns().await.is_empty(), "no turn runs for the erased conversation");
+    // The same stale read for a message sent after the erasure: a new, empty contact's first.
+    let after = parsed(&app, &wamid(2), "voltei depois", -60);
+    let write = IntakeWrite::Message { tenant: s.tenant.id, conversation: known, message: after, kind: JobKind::Turn };
+    match db.store.write_intake(&write, &timing, Utc::now()).await.unwrap() {
+        Written::Message(Recorded::New { conversation, .. }) => assert_ne!(conversation, erased_conversation),
+        other => panic!("a new contact's message: {other:?}"),
+    }
+    assert_eq!(stored_bodies(db, s.tenant.id, "voltei depois", erased_conversation.0).await, (1, 0));
+    assert_ne!(contact_of(db, s.tenant.id, CUSTOMER).await, Some(contact));
+});
+
+contract!(erasures_racing_the_intake_leave_nothing_of_the_person, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &[])).await;
+    let replier = local_replier(db);
+    for round in 0..12u32 {
+        let from = format!("55119888{round:05}");
+        let first = json!({ "from": from, "id": format!("wamid.race.{round}.a"), "timestamp": (Utc::now().timestamp() - 5).to_string(),
+                            "type": "text", "text": { "body": format!("primeira {round}") } });
+        assert_eq!(
+            app.post_webhook(&bytes(&envelope_named(PHONE_NUMBER_ID, &from, NAME, vec![first]))).await.status(),
+            200
+        );
+        let contact = contact_of(db, s.tenant.id, &from).await.unwrap();
+        let text = format!("cruzou o apagamento {round}");
+        let second = json!({ "from": from, "id": format!("wamid.race.{round}.b"), "timestamp": (Utc::now().timestamp() - 1).to_string(),
+                             "type": "text", "text": { "body": text } });
+        let body = bytes(&envelope_named(PHONE_NUMBER_ID, &from, NAME, vec![second]));
+        let (posted, erased) = tokio::join!(app.post_webhook(&body), async {
+            balcao::privacy::erase(&db.store, &replier, &app.privacy_key, &s.tenant, contact, Utc::now()).await.unwrap()
+        });
+        assert_eq!(posted.status(), 200);
+        assert!(erased);
+        app.drain_turns().await;
+        // Landed before the erasure and erased with it, or dropped: either way nowhere.
+        let conversation = db.store.conversation_of_contact(s.tenant.id, contact).await.unwrap().unwrap();
+        assert_eq!(stored_bodies(db, s.tenant.id, &text, conversation.0).await, (0, 0), "round {round}");
+        let history: i64 = crate::raw_pool!(db, pool => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM conversation_messages WHERE tenant_id = $1 AND conversation_id = $2")
+            .bind(s.tenant.id.0).bind(conversation.0).fetch_one(&pool).await.unwrap());
+        assert_eq!(history, 0, "round {round}: a turn wrote history back");
+    }
+    assert!(traces(db, NAME).await.is_empty(), "{:?}", traces(db, NAME).await);
+});
+
+contract!(a_second_erasure_scrubs_what_reached_the_conversation_since, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &[])).await;
+    assert_eq!(app.post_webhook(&said(&wamid(0), SAID, 5)).await.status(), 200);
+    app.drain_turns().await;
+    let contact = contact_of(db, s.tenant.id, CUSTOMER).await.unwrap();
+    erase(db, &app, &s, contact).await;
+    let conversation = db.store.conversation_of_contact(s.tenant.id, contact).await.unwrap().unwrap();
+    // What an older version let in: a message that raced the erasure.
+    crate::raw_pool!(db, pool => sqlx::query(
+        "UPDATE inbound_messages SET body = $1 WHERE tenant_id = $2 AND conversation_id = $3")
+        .bind(SAID).bind(s.tenant.id.0).bind(conversation.0).execute(&pool).await.map(|_| ()).unwrap());
+    assert!(!traces(db, "Quitéria e quero").await.is_empty());
+    let replier = local_replier(db);
+    let again = balcao::privacy::erase(&db.store, &replier, &app.privacy_key, &s.tenant, contact, Utc::now());
+    assert!(!again.await.unwrap(), "it was erased before");
+    assert!(traces(db, "Quitéria e quero").await.is_empty(), "{:?}", traces(db, "Quitéria e quero").await);
+});
+
+contract!(an_erasure_keeps_a_staff_message_about_the_same_number_in_another_area_code, |db| async move {
+    let s = Scenario::with_merchant(db).await;
+    let app = TestApp::spawn(db, local_test_config("http://127.0.0.1:9", &[])).await;
+    assert_eq!(app.post_webhook(&said(&wamid(0), SAID, 5)).await.status(), 200);
+    // The staff write about the customer (+55 11 99999-0001) and about someone in Rio.
+    let about_them = "ligar para 11 99999-0001 amanhã";
+    let about_rio = "ligar para (21) 99999-0001 amanhã";
+    for (n, text) in [about_them, about_rio].into_iter().enumerate() {
+        let message = json!({ "from": STAFF, "id": format!("wamid.staff.{n}"), "timestamp": (Utc::now().timestamp() - 5).to_string(),
+                              "type": "text", "text": { "body": text } });
+        assert_eq!(
+            app.post_webhook(&bytes(&envelope_named(PHONE_NUMBER_ID, STAFF, "Zé", vec![message]))).await.status(),
+            200
+        );
+    }
+    app.drain_turns().await;
+    let contact = contact_of(db, s.tenant.id, CUSTOMER).await.unwrap();
+    erase(db, &app, &s, contact).await;
+    let bodies: Vec<String> = crate::raw_pool!(db, pool => sqlx::query_scalar(
+        "SELECT body FROM inbound_messages WHERE tenant_id = $1 AND body IS NOT NULL")
+        .bind(s.tenant.id.0).fetch_all(&pool).await.unwrap());
+    assert!(bodies.iter().any(|b| b == about_rio), "the other person's number is kept: {bodies:?}");
+    assert!(!bodies.iter().any(|b| b == about_them), "{bodies:?}");
+});

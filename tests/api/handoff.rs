@@ -212,6 +212,7 @@ contract!(a_console_reply_outside_the_24_hour_window_is_refused, |db| async move
         sent_at: None,
         raw: serde_json::json!({}),
         simulated_by: None,
+        sender_hashes: Vec::new(),
     };
     let two_days_ago = Utc::now() - TimeDelta::days(2);
     db.store

@@ -263,6 +263,57 @@ contract!(a_replay_writes_nothing_and_its_count_is_written_later, |db| async mov
     flusher.await.unwrap();
 });
 
+/// PostgreSQL only (SQLite's readers have a pool of their own, its writer no units): a flush
+/// and a reader of ledger rows meeting a full pool wait for a connection, never on each other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_a_full_pool_never_holds_a_flush_and_a_reader_on_each_other() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let s = Scenario::new(&db).await;
+    let c = s.customer(&db, "5511999990001").await;
+    let probe = Probe::new(&BUSINESS, []);
+    for _ in 0..2 {
+        run(&s, &c, &probe, json!({ "item": "a" }), "m1", now()).await;
+    }
+    // Units hold every connection of the pool (the test database's has 8), idle.
+    let mut releases = Vec::new();
+    let mut parked = Vec::new();
+    for _ in 0..8 {
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let (held, holding) = tokio::sync::oneshot::channel::<()>();
+        let store = db.store.clone();
+        parked.push(tokio::spawn(async move {
+            store
+                .unit(async {
+                    store.connection_id().await.unwrap();
+                    let _ = held.send(());
+                    let _ = released.await;
+                })
+                .await
+        }));
+        holding.await.unwrap();
+        releases.push(release);
+    }
+    // A flush asks for a connection first, then a reader; then one unit gives its connection back.
+    let store = db.store.clone();
+    let flush = tokio::spawn(async move { store.flush_replay_counts().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let store = db.store.clone();
+    let (tenant, conversation) = (s.tenant.id, c.conversation);
+    let read = tokio::spawn(async move { store.executions_of_conversation(tenant, conversation).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(releases.pop());
+    let read = tokio::time::timeout(Duration::from_secs(30), read).await.expect("the reader hung").unwrap();
+    assert_eq!(read.expect("the reader waited out the pool's acquire timeout").len(), 1);
+    flush.await.unwrap().unwrap();
+    drop(releases);
+    for unit in parked {
+        unit.await.unwrap();
+    }
+    // The count reaches the row with a later flush, if that one had no connection in time.
+    db.store.flush_replay_counts().await.unwrap();
+    assert_eq!(stored_counts(&db).await.iter().map(|r| r.0).collect::<Vec<_>>(), [1]);
+}
+
 /// PostgreSQL only: SQLite has one writer and no row locks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_flush_skips_rows_a_transaction_holds_and_counts_them_later() {

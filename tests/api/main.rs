@@ -17,6 +17,7 @@ mod console_agenda;
 mod console_conversations;
 mod console_operations;
 mod deposits;
+mod edge_load;
 mod erasure;
 mod group_commit;
 mod guided;

@@ -119,3 +119,26 @@ contract!(a_unit_whose_connection_breaks_takes_a_fresh_one, |db| async move {
         })
         .await;
 });
+
+contract!(a_transaction_begun_on_a_unit_connection_that_died_idle_runs_on_a_fresh_one, |db| async move {
+    let Some((options, _)) = &db.pg else { return };
+    let s = Scenario::new(db).await;
+    let c = s.customer(db, "5511999990001").await;
+    let at = |h: u32| Utc.with_ymd_and_hms(2026, 3, 11, h, 0, 0).unwrap();
+    let store = db.store.clone();
+    store
+        .unit(async {
+            let first = store.connection_id().await.unwrap().expect("a PostgreSQL session");
+            // Idle across a slow model call, the session is ended (`idle_session_timeout`, a
+            // failover): the turn's next write is a transaction, and its BEGIN goes again.
+            let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect_with(options).await.unwrap();
+            let _: bool =
+                sqlx::query_scalar("SELECT pg_terminate_backend($1)").bind(first).fetch_one(&mut admin).await.unwrap();
+            s.insert_corte(&store, c.contact, s.ze, (at(14), at(15)), "after-idle", true)
+                .await
+                .expect("the write after an idle gap");
+            assert_ne!(store.connection_id().await.unwrap(), Some(first));
+        })
+        .await;
+    assert_eq!(db.store.count_active_appointments(s.tenant.id).await.unwrap(), 1);
+});

@@ -61,7 +61,10 @@ impl Voice {
         let before = inbox(db, self.s.tenant.id, CUSTOMER).await.len();
         let status = self.app.post_webhook(&bytes(&envelope(PHONE_NUMBER_ID, CUSTOMER, vec![message]))).await.status();
         assert_eq!(status, 200);
-        self.app.drain_turns().await;
+        // A turn that failed is retried after its backoff (a millisecond or so here).
+        while self.app.drain_turns().await.iter().any(|o| matches!(o, balcao::jobs::RunOutcome::WillRetry(_))) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         inbox(db, self.s.tenant.id, CUSTOMER).await.split_off(before)
     }
 
@@ -221,16 +224,38 @@ contract!(a_voice_note_during_a_handoff_gets_no_bot_answer, |db| async move {
     assert_eq!(kept[0].0.as_deref(), Some("tem horário amanhã?"), "the person reads it in the console");
 });
 
+contract!(a_transcriber_outage_is_waited_out_and_the_note_heard_once, |db| async move {
+    let v = voice_app(db, &[("BALCAO_JOB_MAX_ATTEMPTS", "3"), ("BALCAO_JOB_BACKOFF_BASE_MS", "1")], true).await;
+    let attempts = balcao::transcription::ATTEMPTS as usize;
+    v.record("554", "meus horários");
+    // Down for the whole of the turn's first attempt: nothing is kept, the turn is retried, and
+    // the second attempt hears it.
+    v.ears.script(vec![Reply::Error(503); attempts]);
+    let answers = v.say(db, voice("wamid.outage", "554")).await;
+    assert!(answers.iter().all(|m| m.body() != COULD_NOT_HEAR), "{answers:?}");
+    assert!(answers[0].body().contains("não tem horários"), "{}", answers[0].body());
+    assert_eq!(v.ears.requests().len(), attempts + 1, "heard on the retry, once");
+    assert_eq!(transcripts(db, v.s.tenant.id).await.pop(), Some((Some("meus horários".to_owned()), None)));
+    // Meta's media download down for a while: the same.
+    v.record("558", "meus horários");
+    v.graph.fail_media_gets(balcao::whatsapp::media::ATTEMPTS as usize, 503);
+    let answers = v.say(db, voice("wamid.media-outage", "558")).await;
+    assert!(answers[0].body().contains("não tem horários"), "{}", answers[0].body());
+    assert_eq!(transcripts(db, v.s.tenant.id).await.pop(), Some((Some("meus horários".to_owned()), None)));
+});
+
 contract!(a_transcription_timeout_is_answered_once, |db| async move {
-    let v = voice_app(db, &[], true).await;
+    let v = voice_app(db, &[("BALCAO_JOB_MAX_ATTEMPTS", "2"), ("BALCAO_JOB_BACKOFF_BASE_MS", "1")], true).await;
     v.record("555", "alô");
-    v.ears.script(vec![Reply::Delay(Duration::from_secs(5)); balcao::transcription::ATTEMPTS as usize]);
+    // Down through the turn's last attempt: kept as unheard, and the customer is asked to write.
+    let attempts = balcao::transcription::ATTEMPTS as usize;
+    v.ears.script(vec![Reply::Delay(Duration::from_secs(5)); 2 * attempts]);
     let answers = v.say(db, voice("wamid.slow", "555")).await;
     assert_eq!(answers.iter().map(|m| m.body()).collect::<Vec<_>>(), [COULD_NOT_HEAR]);
-    assert_eq!(v.ears.requests().len(), balcao::transcription::ATTEMPTS as usize, "tried, then given up");
+    assert_eq!(v.ears.requests().len(), 2 * attempts, "tried on each attempt, then given up");
     // Redelivered, it is a duplicate: no second apology, no second try.
     assert!(v.say(db, voice("wamid.slow", "555")).await.is_empty());
-    assert_eq!(v.ears.requests().len(), balcao::transcription::ATTEMPTS as usize);
+    assert_eq!(v.ears.requests().len(), 2 * attempts);
     // A 5xx is tried again and can succeed.
     v.record("556", "meus horários");
     v.ears.script(vec![Reply::Error(503)]);

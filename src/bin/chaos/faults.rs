@@ -48,6 +48,8 @@ pub enum Fault {
     ProviderTimeoutAfterCommit,
     /// A payment notification delivered several times at once.
     DuplicateNotification,
+    /// A customer erased (LGPD) while their messages are in flight, then writing again.
+    ErasureMidConversation,
     /// A payment notification sent up to two seconds late.
     DelayedNotification,
     /// The customer tried to pay a charge already withdrawn (its hold ended): the provider took

@@ -83,7 +83,56 @@ pub async fn check(ctx: &Ctx, cast: &Cast, acked: &[String]) -> anyhow::Result<V
     refunds(ctx, cast, &mut violations).await?;
     reminders(ctx, cast, &mut violations).await?;
     sends(ctx, cast, &mut violations).await?;
+    erasures(ctx, cast, acked, &mut violations).await?;
     Ok(violations)
+}
+
+/// A customer erased mid-conversation: nothing they sent before the erasure survives (each such
+/// message dropped, or stored and erased with the rest), their erased conversation holds no
+/// text, history, pending offer, live turn or recipient, and what they sent after it was
+/// answered like anyone's (checked by `inbound`, their ids being `.after.` ones).
+async fn erasures(ctx: &Ctx, cast: &Cast, acked: &[String], out: &mut Vec<String>) -> anyhow::Result<()> {
+    if cast.erasee.is_none() {
+        return Ok(());
+    }
+    let key = balcao::domain::PrivacyKey::derive(&balcao::domain::Secret::new(crate::meta::APP_SECRET));
+    for id in acked.iter().filter(|id| id.contains(".erased.")) {
+        let sql = "SELECT body FROM inbound_messages WHERE tenant_id = $1 AND provider_message_id = $2";
+        let body: Option<Option<String>> = on!(&ctx.db, pool => sqlx::query_scalar(sql)
+            .bind(cast.tenant).bind(key.message_id(id)).fetch_optional(pool).await?);
+        if let Some(Some(body)) = body {
+            out.push(format!("message {id}, sent before its sender's erasure, is stored: {body:?}"));
+        }
+    }
+    let checks = [
+        (
+            "texts",
+            "SELECT COUNT(*) FROM inbound_messages i JOIN conversations v ON v.id = i.conversation_id                    JOIN contacts c ON c.id = v.contact_id WHERE i.tenant_id = $1 AND c.erased_at IS NOT NULL                    AND (i.body IS NOT NULL OR i.transcript IS NOT NULL)",
+        ),
+        (
+            "model history rows",
+            "SELECT COUNT(*) FROM conversation_messages m JOIN conversations v ON v.id = m.conversation_id                    JOIN contacts c ON c.id = v.contact_id WHERE m.tenant_id = $1 AND c.erased_at IS NOT NULL",
+        ),
+        (
+            "addressed replies",
+            "SELECT COUNT(*) FROM outbound_messages o JOIN conversations v ON v.id = o.conversation_id                    JOIN contacts c ON c.id = v.contact_id WHERE o.tenant_id = $1 AND c.erased_at IS NOT NULL                    AND (o.to_wa_id IS NOT NULL OR o.status IN ('pending', 'sending', 'unknown'))",
+        ),
+        (
+            "open offers",
+            "SELECT COUNT(*) FROM pending_actions p JOIN conversations v ON v.id = p.conversation_id                    JOIN contacts c ON c.id = v.contact_id WHERE p.tenant_id = $1 AND c.erased_at IS NOT NULL                    AND p.status IN ('pending', 'confirmed')",
+        ),
+        (
+            "live turns",
+            "SELECT COUNT(*) FROM jobs j JOIN conversations v ON v.id = j.conversation_id                    JOIN contacts c ON c.id = v.contact_id WHERE j.tenant_id = $1 AND c.erased_at IS NOT NULL                    AND j.state IN ('available', 'running', 'retryable')",
+        ),
+    ];
+    for (what, sql) in checks {
+        let n = ctx.db.count(sql, cast.tenant).await?;
+        if n > 0 {
+            out.push(format!("{n} {what} of an erased customer survive"));
+        }
+    }
+    Ok(())
 }
 
 async fn inbound(ctx: &Ctx, cast: &Cast, acked: &[String], out: &mut Vec<String>) -> anyhow::Result<()> {
@@ -95,7 +144,8 @@ async fn inbound(ctx: &Ctx, cast: &Cast, acked: &[String], out: &mut Vec<String>
         rows.iter().map(|(id, state, error)| (id.as_str(), (state.as_deref(), error.as_deref()))).collect();
     // The servers store message ids hashed under the key derived from the app secret.
     let key = balcao::domain::PrivacyKey::derive(&balcao::domain::Secret::new(crate::meta::APP_SECRET));
-    for id in acked {
+    // An erased customer's messages from before their erasure are `erasures`' to check.
+    for id in acked.iter().filter(|id| !id.contains(".erased.")) {
         match stored.get(key.message_id(id).as_str()) {
             None => out.push(format!("acknowledged message {id} is not stored")),
             Some((Some("completed"), _)) => {}

@@ -56,6 +56,9 @@ const FAULT_PARALLEL: f64 = 12.0;
 /// design allows, a payment look claimed by a process killed mid-look (the claim's 90 s lease).
 const SETTLE: Duration = Duration::from_secs(150);
 
+/// The servers' WhatsApp access token (the fake Graph API takes any).
+pub const SERVER_ACCESS_TOKEN: &str = "chaos-access-token";
+
 /// How often a PostgreSQL campaign vacuums its database when the server's autovacuum is off.
 const VACUUM_EVERY: Duration = Duration::from_secs(60);
 
@@ -219,7 +222,7 @@ async fn play_campaign(args: &Args, seed: u64, url: &str, dir: &std::path::Path)
 }
 
 /// What every campaign of 20 runs or more must have done at least once.
-const COVERED: [&str; 9] = [
+const COVERED: [&str; 10] = [
     "appointments booked",
     "appointments cancelled",
     "charges paid",
@@ -229,6 +232,7 @@ const COVERED: [&str; 9] = [
     "reminders answered",
     "expired clicks refused",
     "replies sent",
+    "customers erased",
 ];
 
 /// The command that plays run seed `run_seed` alone, with the campaign's settings.
@@ -330,7 +334,7 @@ fn server_env(database_url: &str, graph: &str, model: &str) -> Vec<(String, Stri
     [
         ("DATABASE_URL", database_url),
         ("WHATSAPP_APP_SECRET", meta::APP_SECRET),
-        ("WHATSAPP_ACCESS_TOKEN", "chaos-access-token"),
+        ("WHATSAPP_ACCESS_TOKEN", SERVER_ACCESS_TOKEN),
         ("WHATSAPP_API_URL", graph),
         ("AGENT", "anthropic"),
         ("ANTHROPIC_API_KEY", "chaos-model-key"),

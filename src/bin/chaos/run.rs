@@ -25,6 +25,8 @@ use crate::rng::Rng;
 /// How long a step waits for the answer it expects; a missing answer is not itself a
 /// violation (the invariants decide), the run just goes on.
 const STEP: Duration = Duration::from_secs(30);
+/// The share of runs in which a customer is erased mid-conversation.
+const ERASURE_SHARE: f64 = 0.4;
 /// Every customer's CPF, as they type it: Asaas needs one for each charge.
 const CPF: &str = "529.982.247-25";
 
@@ -57,6 +59,8 @@ pub struct Cast {
     /// A start whose reminder comes due a minute or two into the run: the professional's hours
     /// on its day open at that minute, so it is a slot. `None` late in the local evening.
     pub reminder_at: Option<DateTime<Utc>>,
+    /// A customer the merchant erases mid-conversation, in some runs (see `erasure`).
+    pub erasee: Option<String>,
     /// The business's own Asaas account: the faults a run queues meet its own requests, and
     /// every run's payments have the same ids (`pay_000000000001`), which tenant scoping keeps
     /// apart.
@@ -71,6 +75,7 @@ impl Cast {
         let number = format!("77{index:010}");
         let staff = format!("5511970{:06}", index % 1_000_000);
         let customers = (0..customers).map(|c| format!("55118{:05}{c:03}", index % 100_000)).collect();
+        let erasee = Rng::new(seed ^ 0xE4A5).chance(ERASURE_SHARE).then(|| format!("55118{:05}009", index % 100_000));
         let asaas = FakeAsaas::start().await;
         let reminder_at = reminder_start(Utc::now())?;
         let hours = hours(reminder_at)?;
@@ -94,6 +99,7 @@ impl Cast {
             deposit_service,
             professional,
             reminder_at,
+            erasee,
             asaas,
         })
     }
@@ -165,9 +171,17 @@ pub async fn play(ctx: &Ctx, cast: &Cast, seed: u64) -> anyhow::Result<Vec<Strin
     if rng.chance(0.7) {
         flows.push(futures::future::Either::Right(player.merchant(Rng::new(rng.next_u64()))));
     }
-    for result in futures::future::join_all(flows).await {
+    let erasure = async {
+        match &cast.erasee {
+            Some(me) => player.erased(me, Rng::new(seed ^ 0xE4A5E)).await,
+            None => Ok(()),
+        }
+    };
+    let (results, erased) = futures::future::join(futures::future::join_all(flows), erasure).await;
+    for result in results {
         result?;
     }
+    erased?;
     // Redeliveries "hours later": after everything else, so out of order too.
     let late = std::mem::take(&mut *player.late.lock().await);
     for body in late {
@@ -178,6 +192,7 @@ pub async fn play(ctx: &Ctx, cast: &Cast, seed: u64) -> anyhow::Result<Vec<Strin
 }
 
 mod customer;
+mod erasure;
 mod merchant;
 
 struct Player<'a> {

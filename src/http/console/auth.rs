@@ -6,10 +6,12 @@
 //! Invariants: a session holds only the admin's id; their tenants are read on every request,
 //! so removing a membership takes effect at once. The session id changes at login (no
 //! fixation). A throttled attempt is refused before its password is checked, and not counted.
-//! A TOTP code works once (its time step is spent).
+//! A TOTP code works once (its time step is spent), and wrong ones behind a right password are
+//! throttled per admin ([`super::second_factor`]). A login holds no database connection while
+//! its password is checked, and only a few checks run at once (`super::password`), so a flood
+//! of logins from strangers costs the console its share of the pool and the CPU of those few
+//! checks, never the workers' connections.
 
-use argon2::password_hash::phc::PasswordHash;
-use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use axum::Form;
 use std::net::{IpAddr, SocketAddr};
 
@@ -22,13 +24,17 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::error::{ConsoleError, render};
+use super::password::{DUMMY_HASH, hash_password};
+use super::second_factor::{self, Code, Notice};
 use super::throttle;
 use crate::domain::TotpSecret;
 use crate::http::AppState;
-use crate::store::{AdminStore, LoginFailures, LoginStore, TenantRef, TenantStore};
+use crate::store::{AdminStore, LoginFailures, LoginStore, Tally, TenantRef, TenantStore};
 use crate::tenant::Tenant;
 
 const ADMIN_ID: &str = "admin_id";
+/// The wrong codes since the login before, for `/admin/aviso` to show once: (count, last).
+const NOTICE: &str = "security_notice";
 
 /// A logged-in admin and the tenants they may see.
 #[derive(Debug, Clone)]
@@ -74,18 +80,6 @@ pub fn csrf_field(token: &CsrfToken) -> Result<String, ConsoleError> {
     token.authenticity_token().map_err(|e| ConsoleError::Internal(anyhow::anyhow!("csrf token: {e}")))
 }
 
-/// Hashes a password with argon2id and a random salt (PHC string).
-pub fn hash_password(password: &str) -> anyhow::Result<String> {
-    let hash = Argon2::default()
-        .hash_password(password.as_bytes())
-        .map_err(|e| anyhow::anyhow!("hashing the password failed: {e}"))?;
-    Ok(hash.to_string())
-}
-
-fn password_matches(password: &str, stored: &str) -> bool {
-    PasswordHash::new(stored).is_ok_and(|hash| Argon2::default().verify_password(password.as_bytes(), &hash).is_ok())
-}
-
 #[derive(askama::Template)]
 #[template(path = "console/login.html")]
 struct LoginPage<'a> {
@@ -112,17 +106,21 @@ pub struct LoginForm {
 /// loopback or private address) and `BALCAO_TRUSTED_PROXY_HEADER` is set, the last address it
 /// wrote to that header (the one it saw; earlier ones are the client's to invent). An IPv6
 /// source is its /64, the block one subscriber holds, so it cannot pose as endless sources.
+///
+/// Every address is canonical before it is judged or keyed: on a dual-stack socket (a
+/// `[::]` bind) an IPv4 peer arrives as `::ffff:127.0.0.1`, which `is_loopback` says is not.
 pub struct Source(String);
 
 impl FromRequestParts<AppState> for Source {
     type Rejection = ConsoleError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+        let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_canonical());
         let proxied = peer.is_some_and(|ip| ip.is_loopback() || is_private(ip));
         let forwarded = state.trusted_proxy_header.as_deref().filter(|_| proxied).and_then(|name| {
             let value = parts.headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).next_back()?;
-            value.rsplit(',').map(str::trim).find(|a| !a.is_empty())?.parse::<IpAddr>().ok()
+            let address = value.rsplit(',').map(str::trim).find(|a| !a.is_empty())?;
+            address.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
         });
         Ok(Self(forwarded.or(peer).map_or_else(|| "unknown".to_owned(), source_of)))
     }
@@ -136,17 +134,14 @@ fn is_private(ip: IpAddr) -> bool {
     }
 }
 
-/// The throttle's key of an address: IPv4 as it is (also when mapped into IPv6), IPv6 by /64.
+/// The throttle's key of a canonical address: IPv4 as it is, IPv6 by /64.
 fn source_of(ip: IpAddr) -> String {
-    match ip {
+    match ip.to_canonical() {
         IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let s = v6.segments();
-                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
-            }
-        },
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+        }
     }
 }
 
@@ -170,6 +165,16 @@ pub async fn login(
     Source(source): Source,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, ConsoleError> {
+    let Some(_in_line) = state.password_checks.admit() else {
+        tracing::warn!(%source, "console login turned away: too many at once");
+        let page = LoginPage {
+            csrf: csrf_field(&token)?,
+            email: form.email.trim(),
+            error: Some("Muitas pessoas entrando ao mesmo tempo. Tente de novo em alguns segundos."),
+        };
+        let retry = [(axum::http::header::RETRY_AFTER, "5".to_owned())];
+        return Ok((axum::http::StatusCode::SERVICE_UNAVAILABLE, retry, token, render(&page)?).into_response());
+    };
     let email = form.email.trim().to_lowercase();
     let now = Utc::now();
     // Written as a failure before its password is checked, so parallel guesses see each other;
@@ -183,37 +188,50 @@ pub async fn login(
             let wait = throttle::wait(&failures, now).unwrap_or_default();
             tracing::warn!(%source, "console login throttled");
             let error = format!("Muitas tentativas erradas. Espere {} e tente de novo.", wait_text(wait));
-            let page = LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some(&error) };
-            let retry = [(axum::http::header::RETRY_AFTER, (wait.num_seconds() + 1).to_string())];
-            return Ok((axum::http::StatusCode::TOO_MANY_REQUESTS, retry, token, render(&page)?).into_response());
+            return refused(&token, &email, &error, wait);
         }
     };
     let admin = state.store.admin_by_email(&email).await?;
-    // Argon2 takes tens of milliseconds of CPU: keep it off the async workers. An unknown email
-    // is checked against a dummy hash so both answers take as long.
+    // Argon2 takes tens of milliseconds of CPU and 19 MiB: a few at a time, off the async
+    // workers, holding no database connection. An unknown email is checked against a dummy
+    // hash so both answers take as long.
     let stored = admin.as_ref().map_or_else(|| DUMMY_HASH.clone(), |a| a.password_hash.clone());
-    let password = form.password;
-    let matches = tokio::task::spawn_blocking(move || password_matches(&password, &stored))
-        .await
-        .map_err(|e| ConsoleError::Internal(e.into()))?;
+    let matches = state.password_checks.check(form.password, stored).await?;
     // The second factor, for an admin who turned it on: a code of this step (or one either
-    // side), each step spent once.
-    let totp = admin.as_ref().and_then(|a| Some((a.id, a.totp_secret.as_deref()?)));
-    let verified = matches
-        && match totp {
+    // side), each step spent once, under a throttle of its own per admin.
+    let verified = match (&admin, matches) {
+        (Some(admin), true) => match admin.totp_secret.as_deref() {
             None => true,
-            Some((id, stored)) => match TotpSecret::parse(stored).and_then(|s| s.verify(&form.code, now.timestamp())) {
-                Some(step) => state.store.use_totp_step(id, step).await?,
-                None => false,
+            Some(secret) => match second_factor::check(&state, admin, secret, &form.code, &source, now).await? {
+                Code::Accepted => true,
+                Code::Wrong => false,
+                Code::Throttled(wait) => {
+                    // The password was right: this is not a password failure.
+                    state.store.forget_login_attempt(attempt).await?;
+                    tracing::warn!(%source, admin = admin.id, "second factor throttled");
+                    let error = format!(
+                        "Muitos códigos errados do app autenticador. Espere {} e tente de novo.",
+                        wait_text(wait)
+                    );
+                    return refused(&token, &email, &error, wait);
+                }
             },
-        };
+        },
+        _ => false,
+    };
     match admin {
         Some(admin) if verified => {
             state.store.forget_login_attempt(attempt).await?;
             state.store.clear_login_failures(&email, &source).await?;
+            let since = state.store.record_login(admin.id, now).await?;
             session.cycle_id().await.map_err(|e| ConsoleError::Internal(e.into()))?;
             session.insert(ADMIN_ID, admin.id).await.map_err(|e| ConsoleError::Internal(e.into()))?;
             tracing::info!(admin = admin.id, "console login");
+            if let Some(last) = since.last.filter(|_| since.count > 0) {
+                let notice = (since.count, last.timestamp());
+                session.insert(NOTICE, notice).await.map_err(|e| ConsoleError::Internal(e.into()))?;
+                return Ok(Redirect::to("/admin/aviso").into_response());
+            }
             Ok(Redirect::to("/admin").into_response())
         }
         _ => {
@@ -222,6 +240,26 @@ pub async fn login(
             let page = LoginPage { csrf: csrf_field(&token)?, email: &email, error: Some(error) };
             Ok((axum::http::StatusCode::UNAUTHORIZED, token, render(&page)?).into_response())
         }
+    }
+}
+
+/// The login form again, refused with `error` for `wait` (429, `Retry-After`).
+fn refused(token: &CsrfToken, email: &str, error: &str, wait: TimeDelta) -> Result<Response, ConsoleError> {
+    let page = LoginPage { csrf: csrf_field(token)?, email, error: Some(error) };
+    let retry = [(axum::http::header::RETRY_AFTER, (wait.num_seconds() + 1).to_string())];
+    Ok((axum::http::StatusCode::TOO_MANY_REQUESTS, retry, token.clone(), render(&page)?).into_response())
+}
+
+/// `/admin/aviso`: after a login, what happened to the account since the one before.
+pub async fn notice(State(state): State<AppState>, admin: Admin, session: Session) -> Result<Response, ConsoleError> {
+    let taken: Option<(i64, i64)> = session.remove(NOTICE).await.map_err(|e| ConsoleError::Internal(e.into()))?;
+    let since = taken.map(|(count, last)| Tally { count, last: chrono::DateTime::from_timestamp(last, 0) });
+    match since {
+        Some(since) => match Notice::of(&state, &admin.email, admin.tenants.first(), &since).await? {
+            Some(page) => Ok(render(&page)?.into_response()),
+            None => Ok(Redirect::to("/admin").into_response()),
+        },
+        None => Ok(Redirect::to("/admin").into_response()),
     }
 }
 
@@ -238,10 +276,6 @@ pub async fn home(admin: Admin) -> Result<Response, ConsoleError> {
             .into_response()),
     }
 }
-
-/// A hash of a random password nobody knows: verifying against it costs what a real check costs.
-static DUMMY_HASH: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| hash_password(&uuid::Uuid::new_v4().to_string()).unwrap_or_default());
 
 /// Tests and `balcao admin add` use the same hashing.
 pub async fn add_admin(
@@ -265,6 +299,27 @@ pub async fn add_admin(
     let password = password.to_owned();
     let hash = tokio::task::spawn_blocking(move || hash_password(&password)).await??;
     Ok(store.upsert_admin(&email, &hash, tenant.id, Utc::now()).await?)
+}
+
+/// Records that admin `email` is staff number `phone` of tenant `tenant_slug`: they are told
+/// there when someone with their password is guessing codes (see `second_factor`).
+pub async fn set_admin_phone(
+    store: &crate::store::Store,
+    email: &str,
+    phone: &str,
+    tenant_slug: &str,
+) -> anyhow::Result<crate::domain::PhoneE164> {
+    let email = email.trim().to_lowercase();
+    let phone = crate::domain::PhoneE164::parse(phone.trim())
+        .map_err(|e| anyhow::anyhow!("--phone must be a WhatsApp number like +5511988887777: {e}"))?;
+    let tenant =
+        store.tenant_by_slug(tenant_slug).await?.ok_or_else(|| anyhow::anyhow!("no tenant {tenant_slug:?}"))?;
+    anyhow::ensure!(
+        store.staff(tenant.id).await?.includes(Some(&phone)),
+        "{phone} is not one of {tenant_slug}'s staff numbers (`staff` in its tenant file)"
+    );
+    anyhow::ensure!(store.set_admin_phone(&email, Some(phone.as_str()), Utc::now()).await?, "no admin {email:?}");
+    Ok(phone)
 }
 
 /// Turns the admin's TOTP second factor on (a new secret, returned to show once) or off.

@@ -15,6 +15,8 @@
 pub mod auth;
 mod error;
 pub mod page;
+pub mod password;
+mod second_factor;
 mod session_store;
 mod throttle;
 
@@ -44,13 +46,36 @@ pub fn router(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/admin", get(auth::home))
         .route("/admin/login", get(auth::login_form).post(auth::login))
+        .route("/admin/aviso", get(auth::notice))
         .route("/admin/logout", post(auth::logout))
         .route("/admin/assets/console.css", get(stylesheet))
         .merge(agenda::routes())
         .merge(conversations::routes())
         .merge(operations::routes())
         .merge(contacts::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), one_unit))
         .route_layer(axum::middleware::from_fn_with_state(state, auth::require_csrf))
+}
+
+/// Console requests that must not hold a connection across their work: the login (its
+/// password check is CPU work, and anyone may post it) and a charge's withdrawal (a call to the
+/// Pix provider).
+const NOT_UNITS: &[&str] = &["/admin/login", "/admin/{slug}/charges/{id}/cancel"];
+
+/// A console request is one unit of work: its statements share one database connection on
+/// PostgreSQL (the console's own, `AppState::console_store`), except [`NOT_UNITS`]. Not the
+/// webhooks: a webhook waits for the intake's group commit, whose writer needs a connection of
+/// its own (a unit must never wait on a task that needs one).
+async fn one_unit(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.extensions().get::<axum::extract::MatchedPath>().map(axum::extract::MatchedPath::as_str);
+    if request.method() == axum::http::Method::POST && path.is_some_and(|p| NOT_UNITS.contains(&p)) {
+        return next.run(request).await;
+    }
+    state.store.unit(next.run(request)).await
 }
 
 /// Sessions in our database; cookies HttpOnly, SameSite=Lax, and Secure when the public URL

@@ -11,7 +11,10 @@
 //! - one source spraying many e-mails is slowed by its own count.
 //!
 //! Many sources guessing one e-mail each get a few free tries per address: that is what the
-//! optional second factor (`balcao admin totp EMAIL`) is for.
+//! optional second factor (`balcao admin totp EMAIL`) is for, and so its codes are throttled
+//! per admin, whatever the source ([`totp_wait`]): only someone who has the password reaches
+//! that throttle, so it cannot be used to lock the owner out by strangers, and the owner is
+//! told when it starts to bite.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -20,18 +23,27 @@ use crate::store::{LoginFailures, Tally};
 /// Failures older than this are not counted.
 pub const WINDOW: TimeDelta = TimeDelta::hours(1);
 
-/// Free failures, then a delay that doubles from one second up to `cap`.
-struct Limit {
-    free: i64,
+/// Free failures, then a delay that doubles from `base` up to `cap`.
+pub struct Limit {
+    pub free: i64,
+    base: TimeDelta,
     cap: TimeDelta,
 }
 
 /// One e-mail from one source: a mistyped password or two cost nothing.
-const PAIR: Limit = Limit { free: 3, cap: TimeDelta::minutes(15) };
+const PAIR: Limit = Limit { free: 3, base: TimeDelta::seconds(1), cap: TimeDelta::minutes(15) };
 /// One source, any e-mail: an office behind one address shares it.
-const SOURCE: Limit = Limit { free: 10, cap: TimeDelta::minutes(15) };
+const SOURCE: Limit = Limit { free: 10, base: TimeDelta::seconds(1), cap: TimeDelta::minutes(15) };
 /// One e-mail, any source that has failed.
-const EMAIL: Limit = Limit { free: 10, cap: TimeDelta::minutes(5) };
+const EMAIL: Limit = Limit { free: 10, base: TimeDelta::seconds(1), cap: TimeDelta::minutes(5) };
+
+/// Wrong codes behind a right password are counted over this long, per admin.
+pub const TOTP_WINDOW: TimeDelta = TimeDelta::hours(24);
+/// One admin's second factor, from any source: five wrong codes a day are free (a typo, a
+/// phone's clock off), then each waits twice as long as the last, from a minute up to an hour.
+/// A guesser with the password gets about thirty codes a day (three steps each: ±30 s), about
+/// one chance in ten thousand, and the owner is told at the fifth.
+pub const TOTP: Limit = Limit { free: 5, base: TimeDelta::minutes(1), cap: TimeDelta::hours(1) };
 
 /// How long an attempt must wait, `None` when it may go ahead.
 pub fn wait(failures: &LoginFailures, now: DateTime<Utc>) -> Option<TimeDelta> {
@@ -43,13 +55,20 @@ pub fn wait(failures: &LoginFailures, now: DateTime<Utc>) -> Option<TimeDelta> {
     (wait > TimeDelta::zero()).then_some(wait)
 }
 
+/// How long a code for the second factor must wait, given the admin's wrong codes in the
+/// window; `None` when it may be checked.
+pub fn totp_wait(failures: &Tally, now: DateTime<Utc>) -> Option<TimeDelta> {
+    let wait = until(failures, &TOTP, now);
+    (wait > TimeDelta::zero()).then_some(wait)
+}
+
 fn until(tally: &Tally, limit: &Limit, now: DateTime<Utc>) -> TimeDelta {
     let Some(last) = tally.last else { return TimeDelta::zero() };
     if tally.count < limit.free {
         return TimeDelta::zero();
     }
     let doublings = u32::try_from(tally.count - limit.free).unwrap_or(u32::MAX).min(20);
-    let delay = TimeDelta::seconds(1i64 << doublings).min(limit.cap);
+    let delay = (limit.base * (1i32 << doublings)).min(limit.cap);
     (last + delay - now).max(TimeDelta::zero())
 }
 
@@ -83,5 +102,15 @@ mod tests {
         // Spraying e-mails from one source.
         let spray = LoginFailures { source: tally(14, 3, now), ..Default::default() };
         assert_eq!(wait(&spray, now), Some(TimeDelta::seconds(13)));
+    }
+
+    #[test]
+    fn wrong_codes_behind_a_right_password_wait_per_admin() {
+        let now = Utc::now();
+        assert_eq!(totp_wait(&tally(4, 0, now), now), None);
+        assert_eq!(totp_wait(&tally(5, 0, now), now), Some(TimeDelta::minutes(1)));
+        assert_eq!(totp_wait(&tally(7, 60, now), now), Some(TimeDelta::minutes(3)));
+        assert_eq!(totp_wait(&tally(400, 0, now), now), Some(TimeDelta::hours(1)));
+        assert_eq!(totp_wait(&tally(6, 120, now), now), None);
     }
 }

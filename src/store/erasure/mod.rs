@@ -61,8 +61,8 @@ impl Cancelled {
 #[allow(async_fn_in_trait)]
 pub trait ErasureStore {
     /// Anonymizes the contact in one transaction (see `crate::privacy`) and returns the
-    /// actions it cancelled. `Ok(None)` when it was erased before (nothing changes);
-    /// `NotFound` when the tenant has no such contact.
+    /// actions it cancelled. `Ok(None)` when it was erased before: its conversation is scrubbed
+    /// again and nobody is told anything; `NotFound` when the tenant has no such contact.
     async fn erase_contact(
         &self,
         tenant: TenantId,
@@ -71,6 +71,10 @@ pub trait ErasureStore {
         key: &PrivacyKey,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Vec<CancelledAction>>>;
+    /// Contacts erased since `since` whose conversation a write reached after its erasure's scrub
+    /// (a notice or offer a sweep or an effect committed just after it): text in or out, a
+    /// recipient, model history, an open offer or a live turn. Erased again, they are clean.
+    async fn erased_with_late_rows(&self, since: DateTime<Utc>) -> StoreResult<Vec<(TenantId, ContactId)>>;
 }
 
 /// A placeholder that stays unique per contact and identifies no one.
@@ -94,6 +98,7 @@ struct Erasing {
     profile_name: Option<String>,
     payer_document: Option<String>,
     erased_at: Option<DateTime<Utc>>,
+    conversation: Option<i64>,
 }
 
 /// The conversations of the tenant's staff numbers (either spelling of a Brazilian mobile).
@@ -138,7 +143,98 @@ const SETTLE_STATUS: &str = "status = CASE WHEN status = 'pending' THEN 'expired
                                            WHEN status = 'confirmed' THEN 'cancelled' ELSE status END,
      decided_at = CASE WHEN status = 'pending' THEN $2 ELSE decided_at END";
 
+/// Inside the erasure's transaction: the customer's own side of conversation `$conversation`
+/// scrubbed (messages in and out, the model's history, the menu's state, turns, actions,
+/// charges, refund offers), as the module docs list; the confirmed actions it cancelled.
+macro_rules! scrub_conversation_in_tx {
+    ($tx:ident, $tenant:expr, $conversation:expr, $redactions:expr, $erased:expr, $text:expr, $placeholder:expr, $now:expr) => {
+        async {
+            let (tenant, conversation, redactions, erased, text, placeholder, now) =
+                ($tenant, $conversation, $redactions, $erased, $text, $placeholder, $now);
+            let mut cancelled = Vec::new();
+            let (t, v) = (tenant.0, conversation);
+            // First the turns: one not finished would answer someone who is no longer there. A
+            // running one loses its lease here, so its late writes (history, replies) are refused;
+            // one whose end is committing holds its job row, and this waits for it, so everything
+            // below sees (and scrubs) what that end wrote.
+            sqlx::query(
+                "UPDATE jobs SET state = 'completed', last_error = 'contact erased', locked_by = NULL, updated_at = $1
+                 WHERE tenant_id = $2 AND conversation_id = $3 AND state IN ('available', 'retryable', 'running')",
+            )
+            .bind(now).bind(t).bind(v).execute(&mut *$tx).await?;
+            sqlx::query("UPDATE inbound_messages SET body = NULL, transcript = NULL, raw = $1,
+                     transcript_error = CASE WHEN kind = 'audio' THEN 'erased' ELSE transcript_error END
+                 WHERE tenant_id = $2 AND conversation_id = $3")
+                .bind(Json(&erased)).bind(t).bind(v).execute(&mut *$tx).await?;
+            sqlx::query(
+                "UPDATE outbound_messages SET message = $1, to_wa_id = NULL, to_user_id = NULL, last_error = NULL,
+                     status = CASE WHEN status IN ('pending', 'sending', 'unknown') THEN 'cancelled' ELSE status END,
+                     updated_at = $2
+                 WHERE tenant_id = $3 AND conversation_id = $4",
+            )
+            .bind(Json(&redactions.message)).bind(now).bind(t).bind(v).execute(&mut *$tx).await?;
+            sqlx::query("DELETE FROM conversation_messages WHERE tenant_id = $1 AND conversation_id = $2")
+                .bind(t).bind(v).execute(&mut *$tx).await?;
+            sqlx::query("UPDATE conversations SET menu_state = NULL WHERE tenant_id = $1 AND id = $2")
+                .bind(t).bind(v).execute(&mut *$tx).await?;
+            // The customer's own confirmed actions (a booking, a move) would run for no one.
+            let confirmed: Vec<(String, Json<ActionPayload>)> = sqlx::query_as(
+                "SELECT id, payload FROM pending_actions
+                 WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'confirmed'",
+            )
+            .bind(t).bind(v).fetch_all(&mut *$tx).await?;
+            cancelled.extend(confirmed.into_iter().filter_map(|(id, Json(payload))| {
+                let what = Cancelled::of(&payload);
+                Some(CancelledAction { id: ActionId::parse(&id)?, conversation: ConversationId(v), what })
+            }));
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE pending_actions SET offer_text = $1, confirmed_message = NULL, error = NULL, {SETTLE_STATUS},
+                     updated_at = $2
+                 WHERE tenant_id = $3 AND conversation_id = $4"
+            )))
+            .bind(text).bind(now).bind(t).bind(v).execute(&mut *$tx).await?;
+            sqlx::query(
+                "UPDATE charges SET description = $1, customer_phone = $2, updated_at = $3
+                 WHERE tenant_id = $4 AND customer_conversation_id = $5",
+            )
+            .bind(text).bind(&placeholder).bind(now).bind(t).bind(v).execute(&mut *$tx).await?;
+            // Refund offers of those charges quote the number and the description; the refund
+            // itself (an amount of a charge, back to the account that paid) goes on as it was.
+            sqlx::query(
+                "UPDATE pending_actions SET offer_text = $1, updated_at = $2
+                 WHERE tenant_id = $3 AND kind = 'refund' AND EXISTS (
+                     SELECT 1 FROM charges c WHERE c.tenant_id = pending_actions.tenant_id
+                       AND c.customer_conversation_id = $4 AND pending_actions.subject LIKE 'refund:' || c.id || ':%')",
+            )
+            .bind(text).bind(now).bind(t).bind(v).execute(&mut *$tx).await?;
+            Ok::<_, StoreError>(cancelled)
+        }
+        .await
+    };
+}
+
+/// An erased contact's conversation with anything of the person in it. Binds: $1 since.
+const LATE_ROWS: &str = "SELECT c.tenant_id, c.id FROM contacts c
+     JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
+     WHERE c.erased_at >= $1 AND (
+         EXISTS (SELECT 1 FROM inbound_messages i WHERE i.tenant_id = v.tenant_id AND i.conversation_id = v.id
+                 AND (i.body IS NOT NULL OR i.transcript IS NOT NULL))
+      OR EXISTS (SELECT 1 FROM outbound_messages o WHERE o.tenant_id = v.tenant_id AND o.conversation_id = v.id
+                 AND (o.to_wa_id IS NOT NULL OR o.to_user_id IS NOT NULL))
+      OR EXISTS (SELECT 1 FROM conversation_messages m WHERE m.tenant_id = v.tenant_id AND m.conversation_id = v.id)
+      OR EXISTS (SELECT 1 FROM pending_actions p WHERE p.tenant_id = v.tenant_id AND p.conversation_id = v.id
+                 AND p.status IN ('pending', 'confirmed'))
+      OR EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = v.tenant_id AND j.conversation_id = v.id
+                 AND j.state IN ('available', 'retryable', 'running')))";
+
 impl ErasureStore for Store {
+    async fn erased_with_late_rows(&self, since: DateTime<Utc>) -> StoreResult<Vec<(TenantId, ContactId)>> {
+        let rows: Vec<(i64, i64)> = super::reading!(self, pool => {
+            sqlx::query_as(LATE_ROWS).bind(since).fetch_all(pool).await
+        })?;
+        Ok(rows.into_iter().map(|(t, c)| (TenantId(t), ContactId(c))).collect())
+    }
+
     async fn erase_contact(
         &self,
         tenant: TenantId,
@@ -154,7 +250,9 @@ impl ErasureStore for Store {
         writing!(self, pool => {
             let mut tx = pool.begin_write().await?;
             let found: Option<Erasing> = sqlx::query_as(
-                "SELECT wa_id, user_id, username, profile_name, payer_document, erased_at FROM contacts WHERE tenant_id = $1 AND id = $2",
+                "SELECT c.wa_id, c.user_id, c.username, c.profile_name, c.payer_document, c.erased_at, v.id AS conversation
+                 FROM contacts c LEFT JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
+                 WHERE c.tenant_id = $1 AND c.id = $2",
             )
             .bind(tenant.0)
             .bind(contact.0)
@@ -164,7 +262,13 @@ impl ErasureStore for Store {
                 return Err(StoreError::NotFound(format!("contact {}", contact.0)));
             };
             if person.erased_at.is_some() {
-                tx.rollback().await?;
+                // Erased before: its conversation is scrubbed again, in case something reached it
+                // since (an older version let a message racing the erasure in); the merchant's side
+                // is found by the identities, which are gone, so it stays as the first erasure left it.
+                if let Some(conversation) = person.conversation {
+                    scrub_conversation_in_tx!(tx, tenant, conversation, redactions, &erased, text, &placeholder, now)?;
+                }
+                tx.commit().await?;
                 return Ok(None);
             }
             let number = person.wa_id.as_deref().and_then(|digits| PhoneE164::parse(digits).ok());
@@ -191,12 +295,6 @@ impl ErasureStore for Store {
             let identities = key.identities(number.as_ref(), person.user_id.as_deref(), person.username.as_deref());
             tombstones_in_tx!(tx, tenant, &identities, now)?;
             let mut cancelled = Vec::new();
-            let conversation: Option<i64> =
-                sqlx::query_scalar("SELECT id FROM conversations WHERE tenant_id = $1 AND contact_id = $2")
-                    .bind(tenant.0)
-                    .bind(contact.0)
-                    .fetch_optional(&mut *tx)
-                    .await?;
             sqlx::query(
                 "UPDATE contacts SET external_key = $1, wa_id = NULL, user_id = NULL, username = NULL,
                      profile_name = NULL, payer_document = NULL, erased_at = $2,
@@ -217,60 +315,9 @@ impl ErasureStore for Store {
             .bind(contact.0)
             .execute(&mut *tx)
             .await?;
-            if let Some(conversation) = conversation {
-                let (t, v) = (tenant.0, conversation);
-                sqlx::query("UPDATE inbound_messages SET body = NULL, transcript = NULL, raw = $1,
-                         transcript_error = CASE WHEN kind = 'audio' THEN 'erased' ELSE transcript_error END
-                     WHERE tenant_id = $2 AND conversation_id = $3")
-                    .bind(Json(&erased)).bind(t).bind(v).execute(&mut *tx).await?;
-                sqlx::query(
-                    "UPDATE outbound_messages SET message = $1, to_wa_id = NULL, to_user_id = NULL, last_error = NULL,
-                         status = CASE WHEN status IN ('pending', 'sending', 'unknown') THEN 'cancelled' ELSE status END,
-                         updated_at = $2
-                     WHERE tenant_id = $3 AND conversation_id = $4",
-                )
-                .bind(Json(&redactions.message)).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
-                sqlx::query("DELETE FROM conversation_messages WHERE tenant_id = $1 AND conversation_id = $2")
-                    .bind(t).bind(v).execute(&mut *tx).await?;
-                sqlx::query("UPDATE conversations SET menu_state = NULL WHERE tenant_id = $1 AND id = $2")
-                    .bind(t).bind(v).execute(&mut *tx).await?;
-                // Turns not finished would answer someone who is no longer there; a running one loses
-                // its lease here, so its late writes (history, replies) are refused.
-                sqlx::query(
-                    "UPDATE jobs SET state = 'completed', last_error = 'contact erased', locked_by = NULL, updated_at = $1
-                     WHERE tenant_id = $2 AND conversation_id = $3 AND state IN ('available', 'retryable', 'running')",
-                )
-                .bind(now).bind(t).bind(v).execute(&mut *tx).await?;
-                // The customer's own confirmed actions (a booking, a move) would run for no one.
-                let confirmed: Vec<(String, Json<ActionPayload>)> = sqlx::query_as(
-                    "SELECT id, payload FROM pending_actions
-                     WHERE tenant_id = $1 AND conversation_id = $2 AND status = 'confirmed'",
-                )
-                .bind(t).bind(v).fetch_all(&mut *tx).await?;
-                cancelled.extend(confirmed.into_iter().filter_map(|(id, Json(payload))| {
-                    let what = Cancelled::of(&payload);
-                    Some(CancelledAction { id: ActionId::parse(&id)?, conversation: ConversationId(v), what })
-                }));
-                sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "UPDATE pending_actions SET offer_text = $1, confirmed_message = NULL, error = NULL, {SETTLE_STATUS},
-                         updated_at = $2
-                     WHERE tenant_id = $3 AND conversation_id = $4"
-                )))
-                .bind(text).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
-                sqlx::query(
-                    "UPDATE charges SET description = $1, customer_phone = $2, updated_at = $3
-                     WHERE tenant_id = $4 AND customer_conversation_id = $5",
-                )
-                .bind(text).bind(&placeholder).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
-                // Refund offers of those charges quote the number and the description; the refund
-                // itself (an amount of a charge, back to the account that paid) goes on as it was.
-                sqlx::query(
-                    "UPDATE pending_actions SET offer_text = $1, updated_at = $2
-                     WHERE tenant_id = $3 AND kind = 'refund' AND EXISTS (
-                         SELECT 1 FROM charges c WHERE c.tenant_id = pending_actions.tenant_id
-                           AND c.customer_conversation_id = $4 AND pending_actions.subject LIKE 'refund:' || c.id || ':%')",
-                )
-                .bind(text).bind(now).bind(t).bind(v).execute(&mut *tx).await?;
+            if let Some(conversation) = person.conversation {
+                cancelled =
+                    scrub_conversation_in_tx!(tx, tenant, conversation, redactions, &erased, text, &placeholder, now)?;
             }
             // The merchant's charge proposals name the customer by number (payload and subject).
             if let Some(number) = &number {

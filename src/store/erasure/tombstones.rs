@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::TenantId;
+use crate::store::tx::conversation::LATEST_ERASURE;
 use crate::store::{Store, StoreResult, reading};
 
 /// What the intake may do with a message whose contact is not stored yet.
@@ -42,10 +43,7 @@ impl TombstoneStore for Store {
         let latest: Option<DateTime<Utc>> = match a {
             None => None,
             Some(a) => reading!(self, pool => {
-                sqlx::query_scalar(
-                    "SELECT erased_at FROM erasures WHERE tenant_id = $1 AND identity IN ($2, $3, $4)
-                     ORDER BY erased_at DESC LIMIT 1",
-                )
+                sqlx::query_scalar(LATEST_ERASURE)
                 .bind(tenant.0)
                 .bind(a)
                 .bind(b.unwrap_or(a))

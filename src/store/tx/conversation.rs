@@ -118,17 +118,29 @@ pub(crate) use record_in_tx;
 /// Inside a write transaction `$tx`: the id of a [`ConversationRef`]'s conversation, upserting
 /// its contact and conversation first when the read before found work to do. Idempotent: a
 /// repeat (or a concurrent first message of the same contact) finds the rows its predecessor
-/// wrote.
+/// wrote. For a message's conversation, [`admit_in_tx`] decides first.
 macro_rules! conversation_in_tx {
     ($tx:ident, $tenant:expr, $conversation:expr, $now:expr) => {
         async {
             let conversation: &$crate::store::ConversationRef = $conversation;
-            let upsert = match conversation {
-                $crate::store::ConversationRef::Known(known) => {
-                    return Ok::<_, $crate::store::StoreError>(*known);
+            match conversation {
+                $crate::store::ConversationRef::Known(known) => Ok::<_, $crate::store::StoreError>(*known),
+                $crate::store::ConversationRef::Upsert(upsert) => {
+                    $crate::store::tx::upsert_contact_in_tx!($tx, $tenant, upsert, $now)
                 }
-                $crate::store::ConversationRef::Upsert(upsert) => upsert,
-            };
+            }
+        }
+        .await
+    };
+}
+pub(crate) use conversation_in_tx;
+
+/// Inside a write transaction `$tx`: upserts the contact `$upsert` (a `&ContactUpsert`) and its
+/// conversation; the conversation's id.
+macro_rules! upsert_contact_in_tx {
+    ($tx:ident, $tenant:expr, $upsert:expr, $now:expr) => {
+        async {
+            let upsert: &$crate::store::ContactUpsert = $upsert;
             let contact_id: i64 = sqlx::query_scalar(
                 "INSERT INTO contacts (tenant_id, external_key, wa_id, user_id, username, profile_name, created_at, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
@@ -164,4 +176,105 @@ macro_rules! conversation_in_tx {
         .await
     };
 }
-pub(crate) use conversation_in_tx;
+pub(crate) use upsert_contact_in_tx;
+
+/// The latest erasure of any of a sender's identities. Binds: $1 tenant, $2 to $4 three of the
+/// sender's tombstone identities (one repeated when it has fewer).
+pub(crate) const LATEST_ERASURE: &str =
+    "SELECT erased_at FROM erasures WHERE tenant_id = $1 AND identity IN ($2, $3, $4)
+     ORDER BY erased_at DESC LIMIT 1";
+
+/// Whether a contact's conversation was erased, read with a share lock on the contact's row on
+/// PostgreSQL. Binds: $1 tenant, $2 conversation.
+pub(crate) const OWNER_ERASED: [&str; 2] = [
+    "SELECT c.erased_at FROM conversations v JOIN contacts c ON c.tenant_id = v.tenant_id AND c.id = v.contact_id
+     WHERE v.tenant_id = $1 AND v.id = $2",
+    "SELECT c.erased_at FROM conversations v JOIN contacts c ON c.tenant_id = v.tenant_id AND c.id = v.contact_id
+     WHERE v.tenant_id = $1 AND v.id = $2 FOR SHARE OF c",
+];
+
+/// The contact stored under a key, with a share lock on its row on PostgreSQL. Binds: $1 tenant,
+/// $2 key.
+pub(crate) const KEY_LOCKED: [&str; 2] = [
+    "SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2",
+    "SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2 FOR SHARE",
+];
+
+/// Inside a write transaction `$tx` on `$pool`: the conversation message `$message` (a
+/// `&NewInbound`, resolved by the read before as `$conversation`) is stored in, or `None` when
+/// it is dropped because its sender was erased after it was sent.
+///
+/// An erasure and the intake meet on the contact's row. The intake reads the contact's
+/// `erased_at` under a share lock (PostgreSQL; SQLite's one writer already orders them), which
+/// an erasure's update of that row waits for, and which itself waits for an erasure in flight
+/// and then reads what it committed. So a message lands either before an erasure, and is
+/// erased with it, or after it:
+/// - a known conversation whose contact is not erased: stored there;
+/// - a known conversation whose contact was erased since the read before: dropped when sent at
+///   or before the erasure (or with no send time), else stored as a new, empty contact's;
+/// - a contact to upsert: its key's row is locked the same way; a key with no row (a first
+///   contact, or one erased since the read before, whose key changed) is checked against the
+///   tombstones here, in the transaction that would create it.
+///
+/// `$known`: the `erased_at` of the batch's known conversations, read for all of them at once
+/// by `(tenant, conversation)` (`Some(&map)`), or `None` to read this one's here.
+macro_rules! admit_in_tx {
+    ($tx:ident, $pool:ident, $tenant:expr, $conversation:expr, $message:expr, $known:expr, $now:expr) => {
+        async {
+            use $crate::store::tx::conversation::{KEY_LOCKED, LATEST_ERASURE, OWNER_ERASED};
+            let tenant: $crate::domain::TenantId = *$tenant;
+            let message: &$crate::whatsapp::NewInbound = $message;
+            let known: Option<&std::collections::HashMap<(i64, i64), Option<chrono::DateTime<chrono::Utc>>>> = $known;
+            let sent_before = |at: chrono::DateTime<chrono::Utc>| message.sent_at.is_none_or(|sent| sent <= at);
+            let fresh;
+            let upsert: &$crate::store::ContactUpsert = match $conversation {
+                $crate::store::ConversationRef::Known(id) => {
+                    let erased_at: Option<chrono::DateTime<chrono::Utc>> =
+                        match known.and_then(|k| k.get(&(tenant.0, id.0))) {
+                            Some(state) => *state,
+                            None => sqlx::query_scalar::<_, Option<chrono::DateTime<chrono::Utc>>>(
+                                $pool.pick(OWNER_ERASED[0], OWNER_ERASED[1]),
+                            )
+                            .bind(tenant.0)
+                            .bind(id.0)
+                            .fetch_optional(&mut *$tx)
+                            .await?
+                            .flatten(),
+                        };
+                    match erased_at {
+                        None => return Ok::<_, $crate::store::StoreError>(Some(*id)),
+                        Some(at) if sent_before(at) => return Ok(None),
+                        Some(_) => {
+                            fresh = $crate::store::ContactUpsert::of(&message.contact);
+                            &fresh
+                        }
+                    }
+                }
+                $crate::store::ConversationRef::Upsert(upsert) => &**upsert,
+            };
+            let stored: Option<i64> = sqlx::query_scalar($pool.pick(KEY_LOCKED[0], KEY_LOCKED[1]))
+                .bind(tenant.0)
+                .bind(&upsert.key)
+                .fetch_optional(&mut *$tx)
+                .await?;
+            if stored.is_none()
+                && let Some(first) = message.sender_hashes.first()
+            {
+                let [b, c] = [1, 2].map(|i| message.sender_hashes.get(i).unwrap_or(first));
+                let erased: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(LATEST_ERASURE)
+                    .bind(tenant.0)
+                    .bind(first)
+                    .bind(b)
+                    .bind(c)
+                    .fetch_optional(&mut *$tx)
+                    .await?;
+                if erased.is_some_and(sent_before) {
+                    return Ok(None);
+                }
+            }
+            Ok(Some($crate::store::tx::upsert_contact_in_tx!($tx, tenant, upsert, $now)?))
+        }
+        .await
+    };
+}
+pub(crate) use admit_in_tx;

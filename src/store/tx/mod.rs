@@ -12,14 +12,14 @@
 //! - an appointment's write is a whole transaction of its own ([`fenced_write`]: fence, queue
 //!   behind the customer's and the professional's day locks ([`slot_locks`]), write, settle,
 //!   commit), the overlap the database refuses told as a taken slot;
-//! - an inbound message resolves its conversation ([`conversation_in_tx`]) and is recorded with
-//!   its job ([`record_in_tx`]).
+//! - an inbound message is admitted to its conversation ([`admit_in_tx`]: known, upserted, or
+//!   dropped for an erasure that raced it) and recorded with its job ([`record_in_tx`]).
 //!
 //! Each returns a `Result` the caller `?`s; none but `fenced_write` commits or rolls back: the
 //! caller's transaction decides.
 
 mod booking;
-mod conversation;
+pub(crate) mod conversation;
 mod history;
 mod lease;
 mod ledger;
@@ -29,7 +29,10 @@ pub(crate) use booking::{
     DEADLOCK_RETRIES, Keyed, database_failure, fenced_write, is_deadlock, is_overlap, overlap_or, release_active,
     slot_locks, subject,
 };
-pub(crate) use conversation::{bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_turn_sql};
+pub(crate) use conversation::{
+    admit_in_tx, bind_inbound, conversation_in_tx, insert_inbound_sql, record_in_tx, upsert_contact_in_tx,
+    upsert_turn_sql,
+};
 pub(crate) use history::insert_history;
 pub(crate) use lease::hold_job_lease;
 pub(crate) use ledger::{hold_fence, insert_new_execution, settle_in_tx, supersede_subject};

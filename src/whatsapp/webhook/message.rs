@@ -158,6 +158,8 @@ pub(super) fn parse_message(
         .as_deref()
         .and_then(|t| t.parse::<i64>().ok())
         .and_then(|secs| DateTime::<Utc>::from_timestamp(secs, 0));
+    let sender_hashes =
+        key.identities(identity.wa_id.as_ref(), identity.user_id.as_deref(), identity.username.as_deref());
     Ok(NewInbound {
         provider_message_id: key.message_id(&raw.id),
         contact: identity,
@@ -166,6 +168,7 @@ pub(super) fn parse_message(
         sent_at,
         raw: element.clone(),
         simulated_by: None,
+        sender_hashes,
     })
 }
 

@@ -75,10 +75,15 @@ impl TestDb {
 
     /// A second store on the same database (the app under test closes its own on shutdown).
     pub async fn reopen(&self) -> Store {
+        self.reopen_with(2).await
+    }
+
+    /// [`Self::reopen`] with a pool of `max` connections.
+    pub async fn reopen_with(&self, max: u32) -> Store {
         match (&self.sqlite, &self.pg) {
-            (Some(options), _) => Store::connect_sqlite(options.clone(), 2).await.expect("reopen sqlite"),
+            (Some(options), _) => Store::connect_sqlite(options.clone(), max).await.expect("reopen sqlite"),
             (None, Some((base, schema))) => {
-                Store::connect_postgres(base.clone().options([("search_path", schema.as_str())]), 2)
+                Store::connect_postgres(base.clone().options([("search_path", schema.as_str())]), max)
                     .await
                     .expect("reopen postgres")
             }
@@ -237,7 +242,12 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn spawn(db: &TestDb, config: Config) -> Self {
-        let app = App::build(config.clone(), db.store.clone()).await.expect("build app");
+        Self::spawn_on(db.store.clone(), config).await
+    }
+
+    /// A server on `store` (one with a pool of its own size, say).
+    pub async fn spawn_on(store: Store, config: Config) -> Self {
+        let app = App::build(config.clone(), store).await.expect("build app");
         Self::start(app, &config).await
     }
 

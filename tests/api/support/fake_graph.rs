@@ -73,6 +73,8 @@ struct Inner {
     /// Every `GET /{media-id}` and download, by media id.
     media_gets: Vec<String>,
     downloads: Vec<String>,
+    /// The next `GET /{media-id}` answer this status (a Graph outage), this many times.
+    media_outage: Option<(usize, u16)>,
 }
 
 #[derive(Clone)]
@@ -132,6 +134,12 @@ impl FakeGraph {
     pub fn add_media(&self, id: &str, mime_type: &str, bytes: &[u8], announced_size: Option<u64>) {
         let media = StoredMedia { mime_type: mime_type.to_owned(), bytes: bytes.to_vec(), announced_size };
         self.inner.lock().expect("lock").media.insert(id.to_owned(), media);
+    }
+
+    /// The next `times` media lookups fail with `status` and Meta's error envelope
+    /// (code 2, "Service temporarily unavailable").
+    pub fn fail_media_gets(&self, times: usize, status: u16) {
+        self.inner.lock().expect("lock").media_outage = Some((times, status));
     }
 
     /// Media ids asked for with `GET /{media-id}`, in order.
@@ -251,11 +259,21 @@ async fn media_info(
     if !token_ok(&headers) {
         return refuse_with(401, 190, "Error validating access token");
     }
-    let media = {
+    let (media, outage) = {
         let mut inner = inner.lock().expect("lock");
         inner.media_gets.push(media_id.clone());
-        inner.media.get(&media_id).cloned()
+        let outage = match &mut inner.media_outage {
+            Some((left, status)) if *left > 0 => {
+                *left -= 1;
+                Some(*status)
+            }
+            _ => None,
+        };
+        (inner.media.get(&media_id).cloned(), outage)
     };
+    if let Some(status) = outage {
+        return refuse_with(status, 2, "Service temporarily unavailable");
+    }
     let Some(media) = media else {
         return refuse_with(400, 100, &format!("Object with ID '{media_id}' does not exist"));
     };

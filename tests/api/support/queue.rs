@@ -24,6 +24,7 @@ pub fn message(wamid: &str, wa_id: &str) -> NewInbound {
         sent_at: None,
         raw: serde_json::json!({ "id": wamid }),
         simulated_by: None,
+        sender_hashes: Vec::new(),
     }
 }
 
@@ -37,6 +38,6 @@ pub async fn record(
 ) -> (ConversationId, JobId) {
     match store.record_inbound(tenant.id, &message(wamid, wa_id), JobKind::Turn, t, now).await.unwrap() {
         Recorded::New { conversation, job } => (conversation, job),
-        Recorded::Duplicate => panic!("{wamid} was a duplicate"),
+        other => panic!("{wamid} was not stored: {other:?}"),
     }
 }
