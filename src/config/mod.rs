@@ -72,9 +72,11 @@ pub struct ConfigError(pub Vec<String>);
 impl Config {
     /// The database pool's size: `BALCAO_DB_MAX_CONNECTIONS`, raised when needed to hold every
     /// worker and outbox sender at once plus the intake's writers and two more (the sweeps,
-    /// the replay counts' flush). A unit of work keeps its connection across its outside calls
-    /// (`store::unit`), so fewer would leave the rest waiting on the pool. The console has
-    /// connections of its own besides (`http::CONSOLE_CONNECTIONS`).
+    /// each a statement at a time, and the replay counts' flush). A unit of work keeps its
+    /// connection across its outside calls (`store::unit`), so fewer would leave the rest
+    /// waiting on the pool. The console has connections of its own besides
+    /// (`http::CONSOLE_CONNECTIONS`): a process opens up to this plus those, which PostgreSQL's
+    /// `max_connections` must allow for every process of a deployment.
     pub fn pool_size(&self) -> u32 {
         let held = self.queue.workers + self.outbox.senders + self.intake.writers + 2;
         self.db_max_connections.max(u32::try_from(held).unwrap_or(u32::MAX))

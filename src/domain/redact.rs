@@ -5,9 +5,11 @@
 //! A number is found however it was written (`+55 (11) 98765-4321`, `11987654321`,
 //! `98765-4321`, with or without the ninth digit), and only as that person's number: some
 //! consecutive digit groups of a run of digits and phone punctuation spell the local part with
-//! the person's own area code (or `55` and it) before it, or the local part alone at the run's
-//! start. `21 98765-4321` is someone else in Rio, not `+55 11 98765-4321`. A document (CPF,
-//! CNPJ) is found as its whole digits. A name is found as whole words, ignoring case
+//! the person's own area code (or `55` and it) before it, with a trunk or international prefix
+//! or not (`011 …`, `0 21 11 …` with a carrier, `00 55 11 …`), or the local part alone at the
+//! run's start. `21 98765-4321` is someone else in Rio, not `+55 11 98765-4321`. A list's marker
+//! (`1) `, `2. `) and a spaced dash (`Pedido 3 - `) end a run. A document (CPF, CNPJ) is found as
+//! its whole digits, `/` included (`12.345.678/0001-95`). A name is found as whole words, ignoring case
 //! (a profile name "Ana" is in "a Ana vem", not in "banana").
 //! What matches is replaced whole, never cut around: a string that quotes the person says
 //! nothing else worth keeping, and in JSON every free-text sibling of the match goes too (a
@@ -33,6 +35,9 @@ struct Digits {
     /// the run (`21 98765-4321` names another area's subscriber), a number with its area code
     /// may follow anything (`R$ 50 (11) 98765-4321`).
     after_anything: bool,
+    /// A document's digits (found across `/`), not a phone number's (which may carry a dialing
+    /// prefix).
+    document: bool,
 }
 
 /// What identifies one person in free text.
@@ -55,10 +60,10 @@ impl Needles {
         for spelling in phone.spellings() {
             // `55`, a two-digit area code and a local part of eight or nine digits.
             if spelling.starts_with("55") && (12..=13).contains(&spelling.len()) {
-                self.numbers.push(Digits { digits: spelling[2..].to_owned(), after_anything: true });
-                self.numbers.push(Digits { digits: spelling[4..].to_owned(), after_anything: false });
+                self.numbers.push(Digits { digits: spelling[2..].to_owned(), after_anything: true, document: false });
+                self.numbers.push(Digits { digits: spelling[4..].to_owned(), after_anything: false, document: false });
             }
-            self.numbers.push(Digits { digits: spelling, after_anything: true });
+            self.numbers.push(Digits { digits: spelling, after_anything: true, document: false });
         }
         self
     }
@@ -67,7 +72,7 @@ impl Needles {
     pub fn digits(mut self, raw: &str) -> Self {
         let digits: String = raw.chars().filter(char::is_ascii_digit).collect();
         if digits.len() >= MIN_PHONE_DIGITS {
-            self.numbers.push(Digits { digits, after_anything: true });
+            self.numbers.push(Digits { digits, after_anything: true, document: true });
         }
         self
     }
@@ -114,7 +119,9 @@ impl Needles {
                 return true;
             }
         }
-        !self.numbers.is_empty() && digit_runs(text).iter().any(|run| self.number_in(run))
+        !self.numbers.is_empty()
+            && (digit_runs(text, false).iter().any(|run| self.number_in(run, false))
+                || digit_runs(text, true).iter().any(|run| self.number_in(run, true)))
     }
 
     /// `Some(placeholder)` when `text` names the person.
@@ -157,16 +164,19 @@ impl Needles {
         }
     }
 
-    /// Whether some consecutive digit groups of `run` spell one of the person's numbers, where
-    /// that spelling may stand.
-    fn number_in(&self, groups: &[&str]) -> bool {
-        let longest = self.numbers.iter().map(|n| n.digits.len()).max().unwrap_or(0);
+    /// Whether some consecutive digit groups of `run` spell one of the person's numbers (or,
+    /// with `documents`, one of their documents), where that spelling may stand.
+    fn number_in(&self, groups: &[&str], documents: bool) -> bool {
+        let longest = self.numbers.iter().map(|n| n.digits.len()).max().unwrap_or(0) + DIALING_PREFIX_MAX;
         (0..groups.len()).any(|start| {
             let mut digits = String::new();
             groups[start..].iter().any(|group| {
                 digits.push_str(group);
                 digits.len() <= longest
-                    && self.numbers.iter().any(|n| n.digits == digits && (start == 0 || n.after_anything))
+                    && self.numbers.iter().filter(|n| n.document == documents).any(|n| {
+                        (start == 0 || n.after_anything)
+                            && (n.digits == digits || (!n.document && n.after_anything && dialed(&digits, &n.digits)))
+                    })
             })
         })
     }
@@ -193,23 +203,49 @@ fn is_free_text(s: &str) -> bool {
     s.chars().any(char::is_alphabetic)
 }
 
+/// The longest prefix dialed before a number with its area code: `0` and a two-digit carrier.
+const DIALING_PREFIX_MAX: usize = 3;
+
+/// Whether `typed` is `number` (with its area code) dialed with a prefix: the trunk `0`, the
+/// international `00`, or `0` and a two-digit carrier code.
+fn dialed(typed: &str, number: &str) -> bool {
+    typed.strip_prefix("00") == Some(number)
+        || typed.strip_prefix('0') == Some(number)
+        || (typed.len() == number.len() + DIALING_PREFIX_MAX && typed.starts_with('0') && typed.ends_with(number))
+}
+
 /// The digit groups of each run of digits and phone punctuation (`+`, `(`, `)`, `-`, `.`,
-/// spaces) in `text`.
-fn digit_runs(text: &str) -> Vec<Vec<&str>> {
+/// spaces; and `/`, with `slash`) in `text`. A list's marker (one or two digits followed by `)`
+/// or `.`, not inside parentheses) and a dash with spaces around it end a run.
+fn digit_runs(text: &str, slash: bool) -> Vec<Vec<&str>> {
     let mut runs: Vec<Vec<&str>> = Vec::new();
     let mut current: Vec<&str> = Vec::new();
     let mut group_start: Option<usize> = None;
+    let mut previous: Option<char> = None;
+    let mut opened = false;
     for (i, c) in text.char_indices() {
         if c.is_ascii_digit() {
+            if group_start.is_none() {
+                opened = previous == Some('(');
+            }
             group_start.get_or_insert(i);
+            previous = Some(c);
             continue;
         }
+        let mut ends = false;
         if let Some(start) = group_start.take() {
-            current.push(&text[start..i]);
+            let group = &text[start..i];
+            current.push(group);
+            let marker = matches!(c, ')' | '.') && group.len() <= 2 && !opened;
+            let spaced = text[i..].starts_with(". ") || text[i..].starts_with(") ");
+            ends = marker && spaced;
         }
-        if !matches!(c, '+' | '(' | ')' | '-' | '.' | ' ') && !current.is_empty() {
+        let dash = c == '-' && previous == Some(' ') && text[i + 1..].starts_with(' ');
+        let punctuation = matches!(c, '+' | '(' | ')' | '-' | '.' | ' ') || (slash && c == '/');
+        if (ends || dash || !punctuation) && !current.is_empty() {
             runs.push(std::mem::take(&mut current));
         }
+        previous = Some(c);
     }
     if let Some(start) = group_start {
         current.push(&text[start..]);
@@ -274,9 +310,28 @@ mod tests {
         ] {
             assert!(!n.matches(text), "{text:?}");
         }
-        for text in ["tel 0 11 98765-4321", "98765-4321 e 21 3333-4444", "9 8765 4321", "1187654321"] {
+        for text in [
+            "tel 0 11 98765-4321",
+            "98765-4321 e 21 3333-4444",
+            "9 8765 4321",
+            "1187654321",
+            "011 98765 4321",
+            "(011) 98765-4321",
+            "005511987654321",
+            "02111987654321",
+            "1) 98765-4321",
+            "2. 98765-4321",
+            "Pedido 3 - 98765-4321",
+            "+55 (11) 9 8765-4321",
+        ] {
             assert!(n.matches(text), "{text:?}");
         }
+        for text in ["021 98765-4321", "0 21 98765-4321"] {
+            assert!(!n.matches(text), "{text:?}");
+        }
+        let company = Needles::default().digits("12.345.678/0001-95");
+        assert!(company.matches("CNPJ 12.345.678/0001-95"));
+        assert!(!company.matches("CNPJ 12.345.678/0001-96"));
         // A number outside Brazil is found whole.
         let abroad = Needles::default().number(&PhoneE164::parse("+351912345678").unwrap());
         assert!(abroad.matches("+351 912 345 678"));

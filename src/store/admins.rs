@@ -19,6 +19,8 @@ pub struct AdminRecord {
     pub totp_secret: Option<String>,
     /// The staff number this admin is, if they gave one (`balcao admin add --phone`).
     pub phone: Option<String>,
+    /// Their last login, if any.
+    pub last_login_at: Option<DateTime<Utc>>,
 }
 
 /// The password hash and the TOTP secret stay out of logs.
@@ -73,7 +75,7 @@ pub trait AdminStore {
 /// The columns of an [`AdminRecord`].
 macro_rules! admin_columns {
     () => {
-        "id, email, password_hash, totp_secret, phone"
+        "id, email, password_hash, totp_secret, phone, last_login_at"
     };
 }
 

@@ -120,12 +120,13 @@ impl MessageEffectStore for Store {
         body: &str,
     ) -> StoreResult<bool> {
         Ok(writing!(self, pool => {
-            // The raw element's text goes too: the old words are not kept anywhere.
+            // The raw element's text goes too: the old words are not kept anywhere. A body an
+            // erasure removed meanwhile stays removed (the row is re-read once its lock is had).
             let set_raw = pool.pick("json_set(raw, '$.text.body', $1)", "jsonb_set(raw, '{text,body}', to_jsonb($1::text))");
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "UPDATE inbound_messages SET body = $1, raw = {set_raw}
                  WHERE tenant_id = $2 AND conversation_id = $3 AND provider_message_id = $4 AND turn_id = $5
-                   AND kind = 'text' AND {}",
+                   AND kind = 'text' AND body IS NOT NULL AND {}",
                 lease_held!("$5", "$6", "$7")
             )))
             .bind(body)
@@ -163,11 +164,13 @@ impl MessageEffectStore for Store {
             Some(id) => return Ok(NumberMoved::Taken(Some(ContactId(id)))),
             None => {}
         }
-        // The unique key refuses a contact created with the new number meanwhile.
+        // The unique key refuses a contact created with the new number meanwhile. An erasure that
+        // committed while this waited for the row is seen on the row itself (`erased_at`): the
+        // lease's subquery reads the statement's snapshot, where the turn still ran.
         let moved = writing!(self, pool => {
             sqlx::query(concat!(
                 "UPDATE contacts SET external_key = $1, wa_id = $2
-                 WHERE tenant_id = $3 AND id = $4
+                 WHERE tenant_id = $3 AND id = $4 AND erased_at IS NULL
                    AND NOT EXISTS (SELECT 1 FROM contacts o WHERE o.tenant_id = $3 AND o.id <> $4 AND o.wa_id = $2)
                    AND ",
                 lease_held!("$5", "$6", "$7")

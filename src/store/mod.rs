@@ -492,7 +492,7 @@ impl Store {
 
     /// Writes what is pending (replay counts), then closes the pools.
     pub async fn close(&self) {
-        if let Err(e) = self.flush_replay_counts().await {
+        if let Err(e) = self.flush_replay_counts_within(ACQUIRE_TIMEOUT).await {
             tracing::warn!(error = %e, "replay counts not written before closing");
         }
         match &self.pool {

@@ -87,14 +87,24 @@ impl Store {
     /// [`FLUSH_ACQUIRE`] (the counts wait for the next flush). The gate is taken before the
     /// connection, and the statement waits on no row lock.
     pub async fn flush_replay_counts(&self) -> StoreResult<usize> {
+        self.flush_replay_counts_within(FLUSH_ACQUIRE).await
+    }
+
+    /// [`Self::flush_replay_counts`], waiting up to `wait` for a connection (the last flush,
+    /// when the store closes, waits as long as any statement would).
+    pub(super) async fn flush_replay_counts_within(&self, wait: Duration) -> StoreResult<usize> {
         if self.replays.lock().is_empty() {
             return Ok(0);
         }
         let _gate = self.replays.gate.write().await;
+        let postponed = || {
+            tracing::debug!(?wait, "no connection for the replay counts; they wait for the next flush");
+            Ok(0)
+        };
         match &self.pool {
             Pool::Postgres(pg) => {
-                let Ok(conn) = tokio::time::timeout(FLUSH_ACQUIRE, pg.pool().acquire()).await else {
-                    return Ok(0);
+                let Ok(conn) = tokio::time::timeout(wait, pg.pool().acquire()).await else {
+                    return postponed();
                 };
                 let mut conn = conn?;
                 let taken = std::mem::take(&mut *self.replays.lock());
@@ -129,8 +139,8 @@ impl Store {
             }
             // One writer and no row locks: the statement waits for nothing once it holds it.
             Pool::Sqlite { write, .. } => {
-                let Ok(conn) = tokio::time::timeout(FLUSH_ACQUIRE, write.acquire()).await else {
-                    return Ok(0);
+                let Ok(conn) = tokio::time::timeout(wait, write.acquire()).await else {
+                    return postponed();
                 };
                 let mut conn = conn?;
                 let taken = std::mem::take(&mut *self.replays.lock());

@@ -153,9 +153,8 @@ async fn on_held<T>(
 
 /// Closes the slot's connection when `result` says the connection itself broke: below the
 /// database, or a connection exception (SQLSTATE class 08) or an operator's intervention (57P,
-/// a terminated backend or a shutdown). A database's refusal (a constraint, a lock timeout)
-/// leaves it usable.
-/// Whether it did.
+/// a terminated backend or a shutdown); returns whether it said so. A database's refusal (a
+/// constraint, a lock timeout) leaves it usable.
 fn discard_if_broken<T>(slot: Option<&mut Slot>, result: &sqlx::Result<T>) -> bool {
     let broken = match result {
         Err(sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed) => true,

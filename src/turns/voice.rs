@@ -9,15 +9,18 @@
 //!   erasure stopped cannot write a transcript back;
 //! - an outage is not a failure: a download or transcription still unavailable after the
 //!   client's own quick retries (timeouts, 429, 5xx) fails the turn, which the queue retries
-//!   with its backoff (capped by its attempts); only on the turn's last attempt is it kept as
-//!   a failure, so the customer is then asked to write rather than left unanswered. A refusal
-//!   (4xx, a wrong type, too large, an empty transcript) is final at once;
+//!   with its backoff, for up to [`RETRY_FOR`] after the note arrived and never past the
+//!   turn's last attempt; then it is kept as a failure, so the customer is asked to write
+//!   rather than left unanswered. A refusal (4xx, a wrong type, too large, an empty
+//!   transcript) is final at once;
 //! - "once" means once per kept result: the endpoint is called again only while nothing is kept.
 //!   A crash between the endpoint's answer and the keeping (one `UPDATE`) transcribes, and pays
 //!   for, that note again on the retry; nothing else does;
 //! - the transcript is personal data kept with the message: exported and erased with it;
 //! - a simulated voice note (marked `simulated_by`, which never comes from the wire) is read
 //!   from the clip the simulator ships, never downloaded: its media id names nothing at Meta.
+
+use chrono::Utc;
 
 use crate::domain::Secret;
 use crate::jobs::Turn;
@@ -26,6 +29,11 @@ use crate::store::{InboundMessage, MessageEffectStore, Store};
 use crate::transcription::{Transcriber, TranscriptionError};
 use crate::whatsapp::GraphClient;
 use crate::whatsapp::media::{AUDIO_MAX_BYTES, AUDIO_TYPES, Media, MediaError};
+
+/// How long after a voice note arrived an outage is waited out (its turn retried) before the
+/// customer is asked to write instead: long enough for a restart, short enough that nobody
+/// waits long for an answer (and the conversation's next turn waits behind this one).
+const RETRY_FOR: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 
 /// Downloads and transcribes voice notes.
 pub struct Voice {
@@ -67,7 +75,7 @@ impl Voice {
         let Some(transcriber) = &self.transcriber else { return Ok(Heard::NoEndpoint) };
         let result = match self.transcribe(turn, message, transcriber).await {
             Ok(text) => Ok(text),
-            Err(Unheard::Again(reason)) if !turn.last_attempt => {
+            Err(Unheard::Again(reason)) if !turn.last_attempt && Utc::now() - message.received_at < RETRY_FOR => {
                 tracing::warn!(tenant = %turn.tenant.id, message = message.id, %reason, "a voice note could not be heard yet");
                 anyhow::bail!("a voice note could not be heard yet ({reason}); the turn is tried again");
             }

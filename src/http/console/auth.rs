@@ -24,7 +24,7 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use super::error::{ConsoleError, render};
-use super::password::{DUMMY_HASH, hash_password};
+use super::password::hash_password;
 use super::second_factor::{self, Code, Notice};
 use super::throttle;
 use crate::domain::TotpSecret;
@@ -195,7 +195,7 @@ pub async fn login(
     // Argon2 takes tens of milliseconds of CPU and 19 MiB: a few at a time, off the async
     // workers, holding no database connection. An unknown email is checked against a dummy
     // hash so both answers take as long.
-    let stored = admin.as_ref().map_or_else(|| DUMMY_HASH.clone(), |a| a.password_hash.clone());
+    let stored = admin.as_ref().map(|a| a.password_hash.clone());
     let matches = state.password_checks.check(form.password, stored).await?;
     // The second factor, for an admin who turned it on: a code of this step (or one either
     // side), each step spent once, under a throttle of its own per admin.
@@ -205,15 +205,11 @@ pub async fn login(
             Some(secret) => match second_factor::check(&state, admin, secret, &form.code, &source, now).await? {
                 Code::Accepted => true,
                 Code::Wrong => false,
+                // Answered as a wrong login, and counted as one: a different answer would tell a
+                // guesser that the password was right.
                 Code::Throttled(wait) => {
-                    // The password was right: this is not a password failure.
-                    state.store.forget_login_attempt(attempt).await?;
-                    tracing::warn!(%source, admin = admin.id, "second factor throttled");
-                    let error = format!(
-                        "Muitos códigos errados do app autenticador. Espere {} e tente de novo.",
-                        wait_text(wait)
-                    );
-                    return refused(&token, &email, &error, wait);
+                    tracing::warn!(%source, admin = admin.id, ?wait, "second factor throttled");
+                    false
                 }
             },
         },

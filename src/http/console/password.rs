@@ -54,16 +54,23 @@ impl PasswordChecks {
         self.line.clone().try_acquire_owned().ok()
     }
 
-    /// Whether `password` matches the PHC string `stored`, checked on a blocking thread once
-    /// one of the few places is free.
-    pub async fn check(&self, password: String, stored: String) -> Result<bool, ConsoleError> {
-        let _running = self.running.acquire().await.map_err(|e| ConsoleError::Internal(e.into()))?;
-        tokio::task::spawn_blocking(move || password_matches(&password, &stored))
-            .await
-            .map_err(|e| ConsoleError::Internal(e.into()))
+    /// Whether `password` matches the PHC string `stored` (`None`: an unknown e-mail, checked
+    /// against [`DUMMY_HASH`] all the same), checked on a blocking thread once one of the few
+    /// places is free. The place moves into the check: a request dropped meanwhile (its client
+    /// gone, the timeout) frees it only when the hash is done, so hashes in flight never exceed
+    /// the places.
+    pub async fn check(&self, password: String, stored: Option<String>) -> Result<bool, ConsoleError> {
+        let running = self.running.clone().acquire_owned().await.map_err(|e| ConsoleError::Internal(e.into()))?;
+        tokio::task::spawn_blocking(move || {
+            let _running = running;
+            password_matches(&password, stored.as_deref().unwrap_or(&DUMMY_HASH))
+        })
+        .await
+        .map_err(|e| ConsoleError::Internal(e.into()))
     }
 }
 
 /// A hash of a random password nobody knows: verifying against it costs what a real check costs.
-pub static DUMMY_HASH: std::sync::LazyLock<String> =
+/// First computed inside a check, on a blocking thread.
+static DUMMY_HASH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| hash_password(&uuid::Uuid::new_v4().to_string()).unwrap_or_default());

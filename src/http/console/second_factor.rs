@@ -7,10 +7,13 @@
 //!   guesser spread over many addresses is one guesser here), each written before its code is
 //!   checked so parallel guesses see each other, and a refused one is never written;
 //! - an empty code is not a guess: it is refused and not counted;
-//! - the owner is told once per run of wrong codes, at the one that reaches the free ones: on
-//!   WhatsApp, at the staff number the admin gave (`balcao admin add --phone`), if it is one of
-//!   a tenant's staff, under a key of that attempt (queued once); and in the console, after
-//!   their next login, with every wrong code since the login before.
+//! - a throttled code is answered as a wrong login, and counted as one: answering otherwise
+//!   would tell a guesser that the password was right;
+//! - the owner is told once between two of their logins, when the wrong codes reach the free
+//!   ones: on WhatsApp, at the staff number the admin gave (`balcao admin add --phone`), if it
+//!   is one of a tenant's staff, under a key of their last login (queued once, whichever code
+//!   came first); and in the console, after their next login, with every wrong code since the
+//!   login before.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -55,23 +58,18 @@ pub async fn check(
         state.store.forget_totp_attempt(attempt).await?;
         return Ok(Code::Accepted);
     }
-    if before.count + 1 == TOTP.free {
+    if before.count + 1 >= TOTP.free {
         tracing::warn!(admin = admin.id, "wrong second-factor codes behind a right password; telling the owner");
-        if let Err(e) = tell_owner(state, admin, attempt, before.count + 1, now).await {
+        if let Err(e) = tell_owner(state, admin, before.count + 1, now).await {
             tracing::error!(admin = admin.id, error = %e, "could not tell the owner of guessed codes");
         }
     }
     Ok(Code::Wrong)
 }
 
-/// Queues the warning to the admin's staff number, in every tenant of theirs where it is one.
-async fn tell_owner(
-    state: &AppState,
-    admin: &AdminRecord,
-    attempt: i64,
-    count: i64,
-    now: DateTime<Utc>,
-) -> anyhow::Result<()> {
+/// Queues the warning to the admin's staff number, in every tenant of theirs where it is one:
+/// once between two of their logins (keyed by the last one), whoever's code came first.
+async fn tell_owner(state: &AppState, admin: &AdminRecord, count: i64, now: DateTime<Utc>) -> anyhow::Result<()> {
     let Some(phone) = admin.phone.as_deref().and_then(|p| crate::domain::PhoneE164::parse(p).ok()) else {
         return Ok(());
     };
@@ -86,9 +84,9 @@ async fn tell_owner(
         })?;
         let conversation = state.store.conversation_for_phone(tenant.id, &phone, now).await?;
         let destination = state.replier.destination(&tenant, conversation).await?;
-        if let Some(new) =
-            destination.message(format!("console:codes:{}:{attempt}", admin.id), OutboundMessage::text(text)?)
-        {
+        let since = admin.last_login_at.map_or(0, |at| at.timestamp());
+        let key = format!("console:codes:{}:{since}", admin.id);
+        if let Some(new) = destination.message(key, OutboundMessage::text(text)?) {
             queued |= state.store.enqueue_outbound(&new, now).await?.is_some() && !new.local;
         }
     }

@@ -132,9 +132,13 @@ macro_rules! staff_conversations {
 }
 
 /// Ledger rows' arguments and results, replaced by `$1` at `$2` in tenant `$3`, where (the
-/// caller's condition on `$4` follows).
+/// caller's condition on `$4` follows). A call still running is ended, its fence's generation
+/// moved, so its effect (a charge, a booking, an offer) is refused if it comes after this.
 const ERASE_LEDGER_ROWS: &str = "UPDATE agent_tool_executions SET arguments = $1,
-     result = CASE WHEN result IS NULL THEN NULL ELSE $1 END, error = NULL, updated_at = $2
+     result = CASE WHEN result IS NULL THEN NULL ELSE $1 END, error = NULL,
+     status = CASE WHEN status = 'running' THEN 'failed_permanent' ELSE status END,
+     generation = CASE WHEN status = 'running' THEN generation + 1 ELSE generation END,
+     updated_at = $2
  WHERE tenant_id = $3 AND";
 
 /// Pending becomes expired and confirmed becomes cancelled; executed, failed and the rest
@@ -213,19 +217,22 @@ macro_rules! scrub_conversation_in_tx {
     };
 }
 
-/// An erased contact's conversation with anything of the person in it. Binds: $1 since.
+/// An erased contact's conversation with anything of the person in it: since `$1`, any of it;
+/// at any age, a message addressed to them (which the sender would never send, and which would
+/// otherwise wait forever).
 const LATE_ROWS: &str = "SELECT c.tenant_id, c.id FROM contacts c
      JOIN conversations v ON v.tenant_id = c.tenant_id AND v.contact_id = c.id
-     WHERE c.erased_at >= $1 AND (
+     WHERE c.erased_at IS NOT NULL AND (
+         EXISTS (SELECT 1 FROM outbound_messages o WHERE o.tenant_id = v.tenant_id AND o.conversation_id = v.id
+                 AND (o.to_wa_id IS NOT NULL OR o.to_user_id IS NOT NULL))
+      OR c.erased_at >= $1 AND (
          EXISTS (SELECT 1 FROM inbound_messages i WHERE i.tenant_id = v.tenant_id AND i.conversation_id = v.id
                  AND (i.body IS NOT NULL OR i.transcript IS NOT NULL))
-      OR EXISTS (SELECT 1 FROM outbound_messages o WHERE o.tenant_id = v.tenant_id AND o.conversation_id = v.id
-                 AND (o.to_wa_id IS NOT NULL OR o.to_user_id IS NOT NULL))
       OR EXISTS (SELECT 1 FROM conversation_messages m WHERE m.tenant_id = v.tenant_id AND m.conversation_id = v.id)
       OR EXISTS (SELECT 1 FROM pending_actions p WHERE p.tenant_id = v.tenant_id AND p.conversation_id = v.id
                  AND p.status IN ('pending', 'confirmed'))
       OR EXISTS (SELECT 1 FROM jobs j WHERE j.tenant_id = v.tenant_id AND j.conversation_id = v.id
-                 AND j.state IN ('available', 'retryable', 'running')))";
+                 AND j.state IN ('available', 'retryable', 'running'))))";
 
 impl ErasureStore for Store {
     async fn erased_with_late_rows(&self, since: DateTime<Utc>) -> StoreResult<Vec<(TenantId, ContactId)>> {
@@ -236,6 +243,50 @@ impl ErasureStore for Store {
     }
 
     async fn erase_contact(
+        &self,
+        tenant: TenantId,
+        contact: ContactId,
+        redactions: &Redactions,
+        key: &PrivacyKey,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Vec<CancelledAction>>> {
+        // The order below keeps the locks a turn, an effect and the intake take: still, one
+        // that begins in the instant between two steps can meet this in a cycle, which the
+        // database breaks by failing one side; this side starts again.
+        let mut tries = 0;
+        loop {
+            match self.erase_once(tenant, contact, redactions, key, now).await {
+                Err(StoreError::Database(sqlx::Error::Database(db)))
+                    if tries < ERASE_RETRIES && matches!(db.code().as_deref(), Some("40P01" | "40001")) =>
+                {
+                    tries += 1;
+                    tracing::warn!(%tenant, contact = contact.0, "an erasure met a deadlock; erasing again");
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Erasures started again after the database broke a deadlock they were part of.
+const ERASE_RETRIES: u32 = 3;
+
+impl Store {
+    /// One try of [`ErasureStore::erase_contact`], in one transaction. The steps run in the
+    /// order the other writers take their locks, so that they wait for each other rather than
+    /// close a cycle:
+    /// 1. the conversation's running turn: a turn whose end is committing holds its job row,
+    ///    and this waits for it (so everything after sees what it wrote); one not yet there
+    ///    loses its lease here, and its end writes nothing;
+    /// 2. the ledger rows of the customer's calls: a call still running is ended (its fence's
+    ///    generation moves), so an effect in flight writes nothing once this commits;
+    /// 3. the merchant's side (charge proposals, staff messages found by what they say), the
+    ///    long part, before the contact's row is locked;
+    /// 4. the tombstones and the contact itself: from here the intake waits for this (it reads
+    ///    the contact under a share lock) and then drops or re-homes what it was storing;
+    /// 5. the customer's conversation, what is left of it (turns queued since, messages in and
+    ///    out, history, offers, charges).
+    async fn erase_once(
         &self,
         tenant: TenantId,
         contact: ContactId,
@@ -261,6 +312,21 @@ impl ErasureStore for Store {
             let Some(person) = found else {
                 return Err(StoreError::NotFound(format!("contact {}", contact.0)));
             };
+            if let Some(conversation) = person.conversation {
+                sqlx::query(
+                    "UPDATE jobs SET state = 'completed', last_error = 'contact erased', locked_by = NULL, updated_at = $1
+                     WHERE tenant_id = $2 AND conversation_id = $3 AND state = 'running'",
+                )
+                .bind(now).bind(tenant.0).bind(conversation).execute(&mut *tx).await?;
+            }
+            // The model's ledger rows of the customer's calls.
+            sqlx::query(sqlx::AssertSqlSafe(format!("{ERASE_LEDGER_ROWS} contact_id = $4")))
+                .bind(Json(&erased))
+                .bind(now)
+                .bind(tenant.0)
+                .bind(contact.0)
+                .execute(&mut *tx)
+                .await?;
             if person.erased_at.is_some() {
                 // Erased before: its conversation is scrubbed again, in case something reached it
                 // since (an older version let a message racing the erasure in); the merchant's side
@@ -292,33 +358,7 @@ impl ErasureStore for Store {
             .bind(contact.0)
             .fetch_all(&mut *tx)
             .await?;
-            let identities = key.identities(number.as_ref(), person.user_id.as_deref(), person.username.as_deref());
-            tombstones_in_tx!(tx, tenant, &identities, now)?;
             let mut cancelled = Vec::new();
-            sqlx::query(
-                "UPDATE contacts SET external_key = $1, wa_id = NULL, user_id = NULL, username = NULL,
-                     profile_name = NULL, payer_document = NULL, erased_at = $2,
-                     opted_out_at = COALESCE(opted_out_at, $2), updated_at = $2
-                 WHERE tenant_id = $3 AND id = $4",
-            )
-            .bind(&placeholder)
-            .bind(now)
-            .bind(tenant.0)
-            .bind(contact.0)
-            .execute(&mut *tx)
-            .await?;
-            // The model's ledger rows of the customer's calls.
-            sqlx::query(sqlx::AssertSqlSafe(format!("{ERASE_LEDGER_ROWS} contact_id = $4")))
-            .bind(Json(&erased))
-            .bind(now)
-            .bind(tenant.0)
-            .bind(contact.0)
-            .execute(&mut *tx)
-            .await?;
-            if let Some(conversation) = person.conversation {
-                cancelled =
-                    scrub_conversation_in_tx!(tx, tenant, conversation, redactions, &erased, text, &placeholder, now)?;
-            }
             // The merchant's charge proposals name the customer by number (payload and subject).
             if let Some(number) = &number {
                 let rows: Vec<(String, i64, String, Json<ActionPayload>)> = sqlx::query_as(
@@ -384,6 +424,25 @@ impl ErasureStore for Store {
             if !as_typed.is_empty() {
                 let staff = staff_conversations!(tx, tenant)?;
                 scrub_in_tx!(tx, tenant, &staff, &needles, &as_typed, text)?;
+            }
+            let identities = key.identities(number.as_ref(), person.user_id.as_deref(), person.username.as_deref());
+            tombstones_in_tx!(tx, tenant, &identities, now)?;
+            sqlx::query(
+                "UPDATE contacts SET external_key = $1, wa_id = NULL, user_id = NULL, username = NULL,
+                     profile_name = NULL, payer_document = NULL, erased_at = $2,
+                     opted_out_at = COALESCE(opted_out_at, $2), updated_at = $2
+                 WHERE tenant_id = $3 AND id = $4",
+            )
+            .bind(&placeholder)
+            .bind(now)
+            .bind(tenant.0)
+            .bind(contact.0)
+            .execute(&mut *tx)
+            .await?;
+            if let Some(conversation) = person.conversation {
+                let own =
+                    scrub_conversation_in_tx!(tx, tenant, conversation, redactions, &erased, text, &placeholder, now)?;
+                cancelled.splice(0..0, own);
             }
             tx.commit().await?;
             Ok(Some(cancelled))

@@ -193,11 +193,12 @@ pub(crate) const OWNER_ERASED: [&str; 2] = [
      WHERE v.tenant_id = $1 AND v.id = $2 FOR SHARE OF c",
 ];
 
-/// The contact stored under a key, with a share lock on its row on PostgreSQL. Binds: $1 tenant,
-/// $2 key.
+/// The contact stored under a key and not erased, its row locked on PostgreSQL the way the
+/// upsert that follows locks it (two intakes of one first contact queue instead of each holding
+/// a share and waiting to upgrade it). Binds: $1 tenant, $2 key.
 pub(crate) const KEY_LOCKED: [&str; 2] = [
-    "SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2",
-    "SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2 FOR SHARE",
+    "SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2 AND erased_at IS NULL",
+    "SELECT id FROM contacts WHERE tenant_id = $1 AND external_key = $2 AND erased_at IS NULL FOR UPDATE",
 ];
 
 /// Inside a write transaction `$tx` on `$pool`: the conversation message `$message` (a
@@ -212,9 +213,9 @@ pub(crate) const KEY_LOCKED: [&str; 2] = [
 /// - a known conversation whose contact is not erased: stored there;
 /// - a known conversation whose contact was erased since the read before: dropped when sent at
 ///   or before the erasure (or with no send time), else stored as a new, empty contact's;
-/// - a contact to upsert: its key's row is locked the same way; a key with no row (a first
-///   contact, or one erased since the read before, whose key changed) is checked against the
-///   tombstones here, in the transaction that would create it.
+/// - a contact to upsert: its key's row is locked (for the upsert); a key with no live row (a
+///   first contact, or one erased since the read before, whose key changed) is checked against
+///   the tombstones here, in the transaction that would create it.
 ///
 /// `$known`: the `erased_at` of the batch's known conversations, read for all of them at once
 /// by `(tenant, conversation)` (`Some(&map)`), or `None` to read this one's here.
